@@ -1,0 +1,153 @@
+"""Render an `Analysis` as a terminal table, Markdown, JSON, CSV or Parquet.
+
+The terminal table and Markdown share one set of display rows, so both read like the
+paper: "63.6 ± 4.1" for the score, "72.7% (24/33)" for a pass rate with its numerator.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+
+from analysis.lifecycle import BUCKETS, LABELS
+from analysis.load import RISK_TYPES
+from analysis.metrics import tau_label
+from analysis.pipeline import Analysis
+
+
+def fraction(rate: float | None, numerator: int | None, denominator: int | None) -> str:
+    """`72.7% (24/33)`; `-` when there is nothing to count."""
+    if rate is None or not denominator:
+        return "-"
+    return f"{rate:.1f}% ({numerator}/{denominator})"
+
+
+def _number(value, fmt: str = "{:,.0f}") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(value)
+
+
+def _tokens(value) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f}{unit}"
+    return str(value)
+
+
+def risk_summary(row: dict) -> str:
+    """Non-zero risk findings by type, e.g. `destructive_fs 2, unsafe_restart 1`."""
+    found = [f"{t} {row[f'risk_{t}']}" for t in RISK_TYPES if row.get(f"risk_{t}")]
+    return ", ".join(found) or "-"
+
+
+def display_rows(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted cells of the leaderboard, best configuration first."""
+    taus = analysis.taus
+    headers = ["#", "Configuration", "Tasks", "Trials", "Score ± SEM",
+               *[f"Pass@{tau_label(t)}" for t in taus], *[f"BoN@{tau_label(t)}" for t in taus],
+               "Uncovered", "Retried", "Tokens in/out", "Cost", "Score/$", "Risk", "Pareto"]
+    rows = []
+    for rank, r in enumerate(analysis.leaderboard.iter_rows(named=True), 1):
+        sem = "" if r["sem"] is None else f" ± {r['sem']:.1f}"
+        rows.append([
+            str(rank), r["config"], f"{r['tasks']}/{r['tasks_total']}", str(r["trials"]),
+            f"{r['score']:.1f}{sem}",
+            *[fraction(r[f"pass@{tau_label(t)}"], r[f"pass@{tau_label(t)}_n"], r["trials"])
+              for t in taus],
+            *[fraction(r[f"bon@{tau_label(t)}"], r[f"bon@{tau_label(t)}_n"], r["tasks_total"])
+              for t in taus],
+            str(r["uncovered"]), str(r["retried"]),
+            f"{_tokens(r['tokens_input'])}/{_tokens(r['tokens_output'])}",
+            _number(r["cost_usd"], "${:,.2f}"), _number(r["score_per_usd"], "{:,.1f}"),
+            risk_summary(r), "*" if r["pareto"] else ""])
+    return headers, rows
+
+
+def bucket_rows(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
+    """Lifecycle funnel per configuration (leaderboard order), then all configurations."""
+    rates = analysis.buckets(("config",))
+    overall = analysis.buckets()
+    cell = {(r["config"], r["bucket"]): fraction(r["rate"], r["passed"], r["total"])
+            for r in rates.iter_rows(named=True)}
+    rows = [[c, *[cell.get((c, b), "-") for b in BUCKETS]]
+            for c in analysis.leaderboard["config"]]
+    total = {r["bucket"]: fraction(r["rate"], r["passed"], r["total"])
+             for r in overall.iter_rows(named=True)}
+    rows.append(["all", *[total.get(b, "-") for b in BUCKETS]])
+    return ["Configuration", *[LABELS[b] for b in BUCKETS]], rows
+
+
+def print_table(analysis: Analysis, console=None) -> None:
+    """The leaderboard and the lifecycle funnel as Rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 200)
+    headers, rows = display_rows(analysis)
+    title = (f"Leaderboard: {len(analysis.tasks)} tasks, {analysis.records.trials.height} "
+             f"records, weights {analysis.weights_mode}")
+    table = Table(title=title, header_style="bold")
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i in (1, len(headers) - 2) else "right")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    headers, rows = bucket_rows(analysis)
+    funnel = Table(title="Lifecycle buckets (check pass rate)", header_style="bold")
+    for i, header in enumerate(headers):
+        funnel.add_column(header, justify="left" if i == 0 else "right")
+    for row in rows:
+        funnel.add_row(*row)
+    console.print(funnel)
+
+
+def markdown_table(headers: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
+    """A GitHub-flavoured Markdown table; `left` are the left-aligned columns."""
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    aligns = ["---" if i in left else "---:" for i in range(len(headers))]
+    return "\n".join([line(headers), line(aligns), *(line(r) for r in rows)])
+
+
+def to_markdown(analysis: Analysis) -> str:
+    """Leaderboard and lifecycle funnel as Markdown."""
+    headers, rows = display_rows(analysis)
+    b_headers, b_rows = bucket_rows(analysis)
+    return (f"## Leaderboard ({len(analysis.tasks)} tasks, weights {analysis.weights_mode})\n\n"
+            f"{markdown_table(headers, rows, (1, len(headers) - 2))}\n\n## Lifecycle buckets\n\n"
+            f"{markdown_table(b_headers, b_rows)}\n")
+
+
+def to_json(analysis: Analysis) -> str:
+    """The leaderboard and the breakdowns as one JSON document."""
+    doc = {
+        "weights": analysis.weights_mode, "taus": list(analysis.taus), "tasks": analysis.tasks,
+        "leaderboard": analysis.leaderboard.to_dicts(),
+        "lifecycle": analysis.buckets().to_dicts(),
+        "lifecycle_by_config": analysis.buckets(("config",)).to_dicts(),
+        "by_layer": analysis.breakdown("layer").to_dicts(),
+        "by_gate": analysis.breakdown("gate").to_dicts(),
+        "by_task": analysis.task_means().select("config", "task", "n", "mean", "best").to_dicts(),
+        "checks": analysis.check_table().to_dicts(),
+        "frontier": analysis.leaderboard.filter(pl.col("pareto"))["config"].to_list(),
+        "warnings": analysis.warnings,
+    }
+    return json.dumps(doc, indent=2, default=str)
+
+
+def write_csv(analysis: Analysis, path: Path) -> None:
+    """The leaderboard frame as CSV (one row per configuration, raw numbers)."""
+    analysis.leaderboard.write_csv(path)
+
+
+def write_parquet(analysis: Analysis, path: Path) -> None:
+    """The leaderboard frame as Parquet."""
+    analysis.leaderboard.write_parquet(path)
