@@ -1,0 +1,49 @@
+"""The Agent interface: what is evaluated in a trial's window."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from harness import __version__
+
+
+@dataclass
+class AgentContext:
+    """What an agent is given besides the instruction."""
+
+    trial_id: str
+    task: Any
+    timeout_sec: float
+    env_vars: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class AgentOutcome:
+    """How the agent's window ended."""
+
+    exit_code: int | None = 0
+    timed_out: bool = False
+    error: str | None = None
+    tokens: dict[str, int | None] = field(
+        default_factory=lambda: {"input": None, "output": None, "cache": None})
+    cost_usd: float | None = None
+
+
+class Agent(ABC):
+    """An agent under evaluation. Subclasses are registered by name in harness.agents."""
+
+    name: ClassVar[str]
+    version: ClassVar[str] = __version__
+
+    def __init__(self, model: str | None = None, **kwargs: Any):
+        self.model = model
+        self.kwargs = kwargs
+
+    async def setup(self, env) -> None:
+        """Install or prepare what the agent needs (pre-window: failures are retried)."""
+
+    @abstractmethod
+    async def run(self, instruction: str, env, ctx: AgentContext) -> AgentOutcome:
+        """Work on the task inside the window; return how it ended."""

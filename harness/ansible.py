@@ -1,0 +1,96 @@
+"""Ansible: render a trial's inventory and run the tagged plays of playbooks/trial.yml.
+
+Plays run through ansible-runner with one private data dir per stage under the trial
+directory (`ansible/<stage>/`), so events and stdout of every stage are kept as evidence.
+Roles are found in the repository's roles/ and in the task's own environment/roles/.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import AnsibleError
+from harness.paths import PLAYBOOKS, ROLES, TrialPaths
+
+
+def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:
+    tmp = paths.inventory.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(inventory, sort_keys=True))
+    tmp.replace(paths.inventory)
+    return paths.inventory
+
+
+def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
+    """Extra vars the trial playbook needs for this task."""
+    env_dir = task.path / "environment"
+    ans = task.env.ansible
+    bootstrap = env_dir / "bootstrap.sh"
+    extra: dict[str, Any] = {
+        "harness_task_dir": str(task.path),
+        "harness_setup_roles": list(ans.setup),
+        "harness_bootstrap_roles": list(ans.bootstrap),
+        "harness_bootstrap_script": str(bootstrap) if bootstrap.is_file() else "",
+        "harness_collect_dest": str(paths.root / "collect"),
+        **ans.vars,
+    }
+    for stage in ("setup", "bootstrap"):
+        book = env_dir / f"{stage}.yml"
+        if book.is_file():
+            extra[f"harness_task_{stage}_playbook"] = str(book)
+    return extra
+
+
+def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict[str, Any],
+                 task_dir: Path | None = None, playbook: Path | None = None,
+                 timeout: int = 1800) -> None:
+    """Run the trial playbook with `tags`; raise AnsibleError naming the failed task."""
+    import ansible_runner
+
+    data_dir = paths.ansible(stage)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    roles_path = [str(ROLES)]
+    if task_dir and (task_dir / "environment" / "roles").is_dir():
+        roles_path.insert(0, str(task_dir / "environment" / "roles"))
+    envvars = {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "ANSIBLE_ROLES_PATH": os.pathsep.join(roles_path),
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+    }
+    result = ansible_runner.run(
+        private_data_dir=str(data_dir),
+        playbook=str(playbook or PLAYBOOKS / "trial.yml"),
+        inventory=str(paths.inventory),
+        extravars=extravars,
+        tags=",".join(tags),
+        envvars=envvars,
+        quiet=True,
+        timeout=timeout,
+        settings={"suppress_ansible_output": True},
+    )
+    if result.status != "successful" or result.rc != 0:
+        raise AnsibleError(f"{stage} failed ({result.status}, rc={result.rc}): "
+                           f"{_failure(result)}; see {data_dir}/artifacts",
+                           returncode=result.rc, command=f"ansible-playbook --tags {tags}")
+
+
+def _failure(result) -> str:
+    """The first failed task of a run: host, task name and message."""
+    for ev in result.events:
+        if ev.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            data = ev.get("event_data", {})
+            res = data.get("res", {})
+            msg = res.get("msg") or res.get("stderr") or res.get("stdout") or ""
+            msg = " ".join(str(msg).split())[:400]
+            return f"{data.get('host')}: {data.get('task')}: {msg}"
+    tail = (result.stdout.read() if hasattr(result.stdout, "read") else "")[-400:]
+    return " ".join(tail.split()) or "no failed task reported"

@@ -1,0 +1,5 @@
+"""CLI: doctor commands."""
+
+
+def register(app):
+    """Add this noun's commands to the app."""

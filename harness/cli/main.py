@@ -1,0 +1,67 @@
+"""The `harness` command: a thin Typer app; one module per noun registers its commands."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from harness import __version__
+from harness.errors import HarnessError
+
+app = typer.Typer(
+    name="harness",
+    help="Evaluate AI agents on real infrastructure operations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err_console = Console(stderr=True)
+_state = {"debug": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"harness {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors."),
+) -> None:
+    _state["debug"] = debug
+
+
+def _register() -> None:
+    from harness.cli import analysis, doctor, gc, quickstart, run, task
+
+    for module in (task, run, doctor, gc, quickstart, analysis):
+        module.register(app)
+
+
+def main() -> None:
+    """Entry point: run the app, turning a HarnessError into one red line and its exit code."""
+    _register()
+    try:
+        app(standalone_mode=False)
+    except HarnessError as exc:
+        if _state["debug"] or "--debug" in sys.argv:
+            raise
+        err_console.print(f"[red]error:[/red] {exc.message}", highlight=False, markup=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("[red]aborted[/red]")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

@@ -1,0 +1,5 @@
+"""CLI: quickstart commands."""
+
+
+def register(app):
+    """Add this noun's commands to the app."""

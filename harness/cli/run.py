@@ -1,0 +1,62 @@
+"""CLI: `harness run` - one trial."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+
+
+def run(
+    task_dir: Path = typer.Argument(..., help="Task directory (holds task.toml)."),
+    agent: str = typer.Option("oracle", "--agent", "-a", help="Agent name (oracle, nop, ...)."),
+    substrate: str = typer.Option(None, "--substrate", "-s",
+                                  help="Substrate (default: the task's environment type)."),
+    model: str = typer.Option(None, "--model", "-m", help="Model for model-backed agents."),
+    keep: bool = typer.Option(False, "--keep", help="Leave the environment up afterwards."),
+    out: Path = typer.Option(Path("runs"), "--out", "-o", help="Run directory root."),
+    retries: int = typer.Option(0, "--retries", min=0, help="Pre-window retries."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the trial record as JSON."),
+) -> None:
+    """Run one trial of AGENT on TASK_DIR; exit 0 whenever the trial ran."""
+    from rich.console import Console
+
+    from harness.run import run_one
+
+    err = Console(stderr=True)
+    status = None if as_json else err.status("starting")
+
+    def on_phase(trial_id: str, phase: str) -> None:
+        if status is not None:
+            status.update(f"[bold]{trial_id}[/bold]: {phase}")
+
+    if status is not None:
+        status.start()
+    try:
+        record = run_one(task_dir, agent, substrate, out, keep, model, retries, on_phase,
+                         log=lambda m: err.print(m) if not as_json else None)
+    finally:
+        if status is not None:
+            status.stop()
+    if as_json:
+        print(json.dumps(record.model_dump(mode="json"), indent=2))
+        return
+    color = {"passed": "green", "failed": "yellow"}.get(record.status, "red")
+    err.print(f"[{color}]{record.status}[/{color}] reward={record.reward} "
+              f"trial={record.trial_id}")
+    for c in record.checks:
+        mark = "[green]PASS[/green]" if c["passed"] else "[red]FAIL[/red]"
+        err.print(f"  {mark} {c['name']}" + ("" if c.get("scored", True) else " (unscored)"))
+    if record.error:
+        err.print(f"  error: {record.error.get('message', '')[:300]}", highlight=False)
+    phases = ", ".join(f"{k} {v['seconds']:.1f}s" for k, v in record.timings.items())
+    err.print(f"  timings: {phases}")
+    result_dir = Path(out).resolve() / "adhoc" / "trials" / record.trial_id
+    err.print(f"  result: {result_dir / 'result.json'}")
+    if keep:
+        err.print((result_dir / "KEPT.txt").read_text(), highlight=False)

@@ -1,0 +1,79 @@
+"""A provisioned trial environment as agents, verifiers and gates see it.
+
+It wraps a substrate and the trial's nodes, runs commands on the primary node by default,
+and records every command an agent runs in `agent/trajectory.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.paths import TrialPaths
+from harness.substrates.base import ExecResult, Node, Substrate
+
+TAIL = 2000
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class TrialEnvironment:
+    """The nodes of one trial and the substrate that reaches them."""
+
+    substrate: Substrate
+    nodes: list[Node]
+    paths: TrialPaths
+    secrets: list[str] = field(default_factory=list)
+    n_commands: int = 0
+
+    @property
+    def primary(self) -> Node:
+        return next((n for n in self.nodes if n.primary), self.nodes[0])
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node {name!r}; nodes: {[n.name for n in self.nodes]}")
+
+    async def exec(self, cmd: str, timeout: float, node: Node | None = None,
+                   env: dict[str, str] | None = None, record: bool = True,
+                   source: str = "agent") -> ExecResult:
+        target = node or self.primary
+        started = now_iso()
+        result = await self.substrate.exec(target, cmd, timeout, env=env)
+        if record:
+            self.record(target.name, cmd, result, started, source)
+        return result
+
+    async def put(self, src: Path, dest: str, node: Node | None = None) -> None:
+        await self.substrate.put(node or self.primary, src, dest)
+
+    def redact(self, text: str | None) -> str | None:
+        """Remove every known secret value from text written to the trial dir."""
+        if not text:
+            return text
+        for s in self.secrets:
+            if s and len(s) >= 4:
+                text = text.replace(s, "[REDACTED]")
+        return text
+
+    def record(self, node: str, cmd: str, result: ExecResult, ts: str, source: str) -> None:
+        """Append one command to agent/trajectory.jsonl (flushed and fsync'd)."""
+        self.n_commands += 1
+        rec = {"ts": ts, "node": node, "cmd": self.redact(cmd), "exit": result.exit_code,
+               "stdout_tail": self.redact(result.stdout[-TAIL:]),
+               "stderr_tail": self.redact(result.stderr[-TAIL:]), "source": source,
+               "pid": None, "ppid": None, "uid": 0, "cwd": None,
+               "seconds": round(result.seconds, 3), "timed_out": result.timed_out}
+        self.paths.agent.mkdir(parents=True, exist_ok=True)
+        with self.paths.trajectory.open("a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,0 +1,113 @@
+"""Where things live: the repository's assets, the harness home, and one trial's directory.
+
+The trial directory is the API between phases; every phase reads and writes through
+`TrialPaths`, nobody builds paths by hand::
+
+    <run>/trials/<trial-id>/
+      trial.json                 what this trial is (task ref + hash, agent, substrate, attempt)
+      terraform/main.tf.json     rendered root module; terraform.tfstate, .terraform.lock.hcl
+      inventory.yml              rendered Ansible inventory
+      ansible/<stage>/           ansible-runner private data dir + artifacts per stage
+      agent/                     trajectory.jsonl, atif.json, agent.log
+      verifier/<gate>/           reward.json / reward.txt as written, test-stdout.txt
+      events.jsonl               scenario and trial event log
+      risk.json                  risk findings
+      retries/<n>/               evidence of pre-window failures (never scored)
+      result.json                the trial record, written last and atomically
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TERRAFORM_MODULES = REPO_ROOT / "terraform" / "modules"
+PLAYBOOKS = REPO_ROOT / "playbooks"
+ROLES = REPO_ROOT / "roles"
+SEED_TASKS = REPO_ROOT / "tasks"
+
+
+def harness_home() -> Path:
+    """Machine-wide state: provider mirror, Terraform CLI config, image caches, lock files."""
+    return Path(os.environ.get("HARNESS_HOME", Path.home() / ".cache" / "harness"))
+
+
+def terraform_cli_config() -> Path:
+    """The Terraform CLI config the harness uses (set through TF_CLI_CONFIG_FILE)."""
+    return harness_home() / "terraform.rc"
+
+
+def provider_mirror() -> Path:
+    return harness_home() / "providers"
+
+
+@dataclass(frozen=True)
+class TrialPaths:
+    """The paths of one trial directory (see the module docstring for the tree)."""
+
+    root: Path
+
+    @property
+    def trial_json(self) -> Path:
+        return self.root / "trial.json"
+
+    @property
+    def terraform(self) -> Path:
+        return self.root / "terraform"
+
+    @property
+    def main_tf(self) -> Path:
+        return self.terraform / "main.tf.json"
+
+    @property
+    def inventory(self) -> Path:
+        return self.root / "inventory.yml"
+
+    def ansible(self, stage: str) -> Path:
+        return self.root / "ansible" / stage
+
+    @property
+    def agent(self) -> Path:
+        return self.root / "agent"
+
+    @property
+    def trajectory(self) -> Path:
+        return self.agent / "trajectory.jsonl"
+
+    @property
+    def atif(self) -> Path:
+        return self.agent / "atif.json"
+
+    @property
+    def agent_log(self) -> Path:
+        return self.agent / "agent.log"
+
+    def verifier(self, gate: str) -> Path:
+        return self.root / "verifier" / gate
+
+    @property
+    def events(self) -> Path:
+        return self.root / "events.jsonl"
+
+    @property
+    def risk(self) -> Path:
+        return self.root / "risk.json"
+
+    @property
+    def retries(self) -> Path:
+        return self.root / "retries"
+
+    @property
+    def result(self) -> Path:
+        return self.root / "result.json"
+
+    @property
+    def keep_info(self) -> Path:
+        return self.root / "KEPT.txt"
+
+    def make(self) -> TrialPaths:
+        for d in (self.terraform, self.agent):
+            d.mkdir(parents=True, exist_ok=True)
+        return self

@@ -1,0 +1,36 @@
+"""`harness run`: one trial of one agent on one task, outside any campaign."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.agents import get_agent
+from harness.results import TrialRecord
+from harness.substrates import get_substrate
+from harness.task import load_task
+from harness.trial import Trial, make_trial_id
+
+
+def default_substrate(task) -> str:
+    return {"docker": "docker", "vm": "vm", "vm-cluster": "vm-cluster"}.get(task.env.type,
+                                                                          task.env.type)
+
+
+def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
+            out: str | Path = "runs", keep: bool = False, model: str | None = None,
+            retries: int = 0, on_phase: Callable[[str, str], None] | None = None,
+            log: Callable[[str], None] = lambda m: None) -> TrialRecord:
+    """Validate the task, run one trial, return its record (also in result.json)."""
+    task = load_task(task_dir)
+    for w in task.warnings:
+        log(f"warning: {w}")
+    the_agent = get_agent(agent, model=model)
+    sub = get_substrate(substrate or default_substrate(task))
+    sub.preflight()
+    trial_id = make_trial_id(task.name, agent, 1)
+    root = Path(out).resolve() / "adhoc" / "trials" / trial_id
+    trial = Trial(task=task, agent=the_agent, substrate=sub, root=root, trial_id=trial_id,
+                  keep=keep, retries=retries, on_phase=on_phase or (lambda t, p: None))
+    return asyncio.run(trial.run())

@@ -1,0 +1,107 @@
+"""The Substrate interface: where a trial's nodes live and how the harness reaches them.
+
+Terraform owns create/destroy (one root module per trial, rendered from
+`terraform_module()` + `terraform_vars()`); the Python side owns runtime operations:
+exec for agents, verifiers and probes, file upload, power, reboot, and sweeping leftovers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from harness.task import Task
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command returned on a node."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    seconds: float = 0.0
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a provisioned trial, as the runtime sees it."""
+
+    name: str
+    host: str
+    cluster_ip: str
+    primary: bool = False
+    bmc: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """What a substrate needs to know to render and operate one trial."""
+
+    trial_id: str
+    campaign: str
+    task: Task
+    root: Path
+    image: str = ""
+
+
+class Substrate(ABC):
+    """One place trials can run. Subclasses live in a folder under harness/substrates/."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def terraform_module(self) -> Path:
+        """The Terraform module this substrate instantiates per trial."""
+
+    @abstractmethod
+    def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """Variables for the module, rendered into the trial's main.tf.json."""
+
+    @abstractmethod
+    def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
+        """The trial's nodes, from the module's outputs."""
+
+    @abstractmethod
+    def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
+        """The Ansible inventory (YAML-able dict) with connection vars for every node."""
+
+    @abstractmethod
+    async def exec(self, node: Node, cmd: str, timeout: float,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        """Run `cmd` with bash on `node` as root, killed after `timeout` seconds."""
+
+    @abstractmethod
+    async def put(self, node: Node, src: Path, dest: str) -> None:
+        """Copy a local file or directory to `dest` (a directory path) on the node."""
+
+    @abstractmethod
+    def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+        """Find and remove leftovers owned by the harness; return what was removed."""
+
+    def prepare(self, spec: TrialSpec, log=print) -> str:
+        """Build or find the (cached) image the trial's nodes boot from; return its ref."""
+        return ""
+
+    def preflight(self) -> None:
+        """Raise PreflightError with the fix when the host cannot run this substrate."""
+
+    async def power(self, node: Node, action: str) -> str:
+        """on / off / cycle / reset / status."""
+        raise NotImplementedError(f"{self.name} does not support power {action}")
+
+    async def reboot(self, node: Node) -> None:
+        await self.power(node, "reset")
+
+    def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+        """What `sweep` would remove, without removing it."""
+        return []

@@ -1,0 +1,202 @@
+"""The docker substrate: one internal network and one systemd container per node.
+
+Terraform (`terraform/modules/docker_trial`, provider kreuzwerker/docker) creates and
+destroys; the Docker SDK execs, uploads, powers and sweeps. Every object carries the labels
+`harness.trial` and `harness.campaign` and a name starting with `hx-`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import ipaddress
+import shlex
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.config import Settings, load_settings
+from harness.errors import PreflightError, SubstrateError
+from harness.paths import TERRAFORM_MODULES
+from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
+from harness.substrates.docker import network
+from harness.substrates.docker.image import task_image
+
+LABEL_TRIAL = "harness.trial"
+LABEL_CAMPAIGN = "harness.campaign"
+
+
+class DockerSubstrate(Substrate):
+    name = "docker"
+
+    def __init__(self, name: str = "docker", settings: Settings | None = None):
+        self.settings = settings or load_settings()
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            import docker
+
+            try:
+                self._client = docker.from_env(timeout=120)
+                self._client.ping()
+            except Exception as exc:
+                raise PreflightError(f"cannot reach dockerd ({exc}); start it with "
+                                     "scripts/setup.sh") from exc
+        return self._client
+
+    def preflight(self) -> None:
+        self.client  # noqa: B018 - raises PreflightError when dockerd is down
+        from harness.images import docker_base_status
+
+        ok, desc = docker_base_status()
+        if not ok:
+            raise PreflightError(f"{desc}; run `harness image build --kind docker`")
+
+    def terraform_module(self) -> Path:
+        return TERRAFORM_MODULES / "docker_trial"
+
+    def prepare(self, spec: TrialSpec, log=print) -> str:
+        return task_image(self.client, spec.task, self.settings, log=log)
+
+    def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        subnet = network.reserve_subnet(self.client, spec.trial_id, self.settings.docker_pool,
+                                        self.settings.docker_prefix, spec.task.network)
+        hosts = list(ipaddress.ip_network(subnet).hosts())
+        env = spec.task.env
+        nodes = [{"name": n.name, "ipv4": str(hosts[9 + i]), "cpus": n.cpus or env.cpus,
+                  "memory_mb": n.memory_mb or env.memory_mb}
+                 for i, n in enumerate(spec.task.nodes)]
+        return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
+                "subnet": subnet, "nodes": nodes}
+
+    def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
+        out = tf_outputs.get("nodes") or {}
+        primary = spec.task.primary.name
+        return [Node(name=n.name, host=out[n.name]["container"], cluster_ip=out[n.name]["ipv4"],
+                     primary=n.name == primary) for n in spec.task.nodes]
+
+    def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
+        hosts = {n.name: {"ansible_host": n.host, "harness_cluster_ip": n.cluster_ip,
+                          "harness_primary": n.primary} for n in nodes}
+        return {"all": {
+            "vars": {"ansible_connection": "community.docker.docker_api",
+                     "ansible_python_interpreter": "/usr/bin/python3",
+                     "harness_trial_id": spec.trial_id, "harness_substrate": self.name},
+            "hosts": hosts,
+            "children": {"primary": {"hosts": {n.name: {} for n in nodes if n.primary}}},
+        }}
+
+    def _container(self, node: Node):
+        import docker
+
+        try:
+            return self.client.containers.get(node.host)
+        except docker.errors.NotFound as exc:
+            raise SubstrateError("docker", f"container {node.host} is gone") from exc
+
+    def _exec_sync(self, node: Node, cmd: str, timeout: float,
+                   env: dict[str, str] | None) -> ExecResult:
+        started = time.monotonic()
+        secs = max(1, int(timeout))
+        wrapped = f"timeout -k 5 {secs} bash -c {shlex.quote(cmd)}"
+        res = self._container(node).exec_run(["bash", "-c", wrapped], demux=True,
+                                             environment=env or {})
+        out, err = res.output if res.output else (b"", b"")
+        code = res.exit_code if res.exit_code is not None else -1
+        return ExecResult(exit_code=code, stdout=(out or b"").decode(errors="replace"),
+                          stderr=(err or b"").decode(errors="replace"),
+                          seconds=time.monotonic() - started, timed_out=code in (124, 137))
+
+    async def exec(self, node: Node, cmd: str, timeout: float,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        return await asyncio.to_thread(self._exec_sync, node, cmd, timeout, env)
+
+    def _put_sync(self, node: Node, src: Path, dest: str) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            if src.is_dir():
+                for p in sorted(src.rglob("*")):
+                    tar.add(p, arcname=p.relative_to(src).as_posix(), recursive=False)
+            else:
+                tar.add(src, arcname=src.name)
+        container = self._container(node)
+        container.exec_run(["mkdir", "-p", dest])
+        if not container.put_archive(dest, buf.getvalue()):
+            raise SubstrateError("docker", f"upload of {src} to {node.name}:{dest} failed")
+
+    async def put(self, node: Node, src: Path, dest: str) -> None:
+        await asyncio.to_thread(self._put_sync, node, src, dest)
+
+    async def power(self, node: Node, action: str) -> str:
+        def run() -> str:
+            c = self._container(node)
+            if action == "off":
+                c.stop(timeout=5)
+            elif action == "on":
+                c.start()
+            elif action in ("cycle", "reset"):
+                c.restart(timeout=5)
+            elif action != "status":
+                raise SubstrateError("docker", f"unknown power action {action!r}; valid: "
+                                     "on, off, cycle, reset, status")
+            c.reload()
+            return "on" if c.status == "running" else "off"
+
+        return await asyncio.to_thread(run)
+
+    async def reboot(self, node: Node) -> None:
+        await self.power(node, "reset")
+
+    def _filters(self, campaign: str | None, trial: str | None) -> dict:
+        if trial:
+            return {"label": f"{LABEL_TRIAL}={trial}"}
+        if campaign:
+            return {"label": f"{LABEL_CAMPAIGN}={campaign}"}
+        return {"label": LABEL_TRIAL}
+
+    def _owned(self, campaign: str | None, trial: str | None) -> list[tuple[str, Any]]:
+        f = self._filters(campaign, trial)
+        c = self.client
+        found: list[tuple[str, Any]] = []
+        found += [("container", x) for x in c.containers.list(all=True, filters=f)]
+        found += [("network", x) for x in c.networks.list(filters=f)]
+        found += [("volume", x) for x in c.volumes.list(filters=f)]
+        found += [("image", x) for x in c.images.list(filters=f)]
+        return found
+
+    def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+        return [f"docker {kind} {_name(obj)}" for kind, obj in self._owned(campaign, trial)]
+
+    def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+        removed = []
+        for kind, obj in self._owned(campaign, trial):
+            try:
+                if kind == "container":
+                    obj.remove(force=True, v=True)
+                elif kind == "image":
+                    self.client.images.remove(obj.id, force=True)
+                else:
+                    obj.remove()
+                removed.append(f"docker {kind} {_name(obj)}")
+            except Exception as exc:  # already gone or in use: report, keep going
+                removed.append(f"docker {kind} {_name(obj)} (failed: {exc})")
+        if trial:
+            network.release_subnet(trial)
+        else:
+            live = {(n.attrs.get("Labels") or {}).get(LABEL_TRIAL)
+                    for n in self.client.networks.list(filters={"label": LABEL_TRIAL})}
+            for path in network.stale_reservations(live):
+                path.unlink(missing_ok=True)
+        return removed
+
+    def release(self, spec: TrialSpec) -> None:
+        network.release_subnet(spec.trial_id)
+
+
+def _name(obj) -> str:
+    if hasattr(obj, "tags") and not hasattr(obj, "status"):
+        return (obj.tags or [obj.short_id])[0]
+    return getattr(obj, "name", None) or obj.id[:12]

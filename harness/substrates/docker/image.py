@@ -1,0 +1,93 @@
+"""Per-task Docker images: the task's Dockerfile built on a local base, cached by content.
+
+Foreign `FROM` lines (ubuntu:24.04, debian:bookworm, ...) are mapped to local bases through
+`Settings.image_overrides`; no registry is contacted for them. An image is tagged
+`hx-task/<task>:<content hash>` and reused while the task's environment/ is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+from pathlib import Path
+
+from harness.config import Settings
+from harness.errors import InputError, PreflightError
+from harness.images import DOCKER_BASE
+
+FROM_RE = re.compile(r"^(\s*FROM\s+)(?:--platform=\S+\s+)?(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+def rewrite_from(dockerfile: str, settings: Settings) -> str:
+    """Replace every FROM image by its local override (stage names are left alone)."""
+    stages: set[str] = set()
+
+    def sub(m: re.Match) -> str:
+        ref, rest = m.group(2), m.group(3)
+        alias = re.search(r"\bAS\s+(\S+)", rest, re.IGNORECASE)
+        mapped = ref if ref in stages else settings.map_image(ref)
+        if alias:
+            stages.add(alias.group(1))
+        return f"{m.group(1)}{mapped}{rest}"
+
+    return FROM_RE.sub(sub, dockerfile)
+
+
+def context_tar(env_dir: Path, dockerfile_text: str) -> tuple[bytes, str]:
+    """A build context tarball of environment/ with the rewritten Dockerfile; and its hash."""
+    buf = io.BytesIO()
+    h = hashlib.sha256()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for p in sorted(env_dir.rglob("*")):
+            rel = p.relative_to(env_dir).as_posix()
+            if rel == "Dockerfile" or not p.is_file():
+                continue
+            tar.add(p, arcname=rel)
+            h.update(rel.encode() + b"\0" + p.read_bytes())
+        data = dockerfile_text.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        h.update(b"Dockerfile\0" + data)
+    return buf.getvalue(), h.hexdigest()
+
+
+def task_image(client, task, settings: Settings, log=print) -> str:
+    """Build (or reuse) the task's image and return its id."""
+    import docker
+
+    base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
+    dockerfile = task.dockerfile
+    text = rewrite_from(dockerfile.read_text(), settings) if dockerfile else f"FROM {base}\n"
+    tar_bytes, digest = context_tar(task.path / "environment", text)
+    for ref in re.findall(r"^\s*FROM\s+(\S+)", text, re.IGNORECASE | re.MULTILINE):
+        if ":" in ref or "/" in ref:
+            try:
+                digest += client.images.get(ref).id
+            except docker.errors.ImageNotFound as exc:
+                hint = ("run `harness image build --kind docker`" if ref == DOCKER_BASE else
+                        "map it to a local base with image_overrides in config.yaml")
+                raise PreflightError(f"{dockerfile or 'base_image'}: base image {ref!r} is not "
+                                     f"present locally and no registry is used; {hint}") from exc
+    tag = f"hx-task/{_slug(task.name)}:{hashlib.sha256(digest.encode()).hexdigest()[:12]}"
+    try:
+        return client.images.get(tag).id
+    except docker.errors.ImageNotFound:
+        pass
+    log(f"building image {tag} from {dockerfile or base}")
+    try:
+        image, _ = client.images.build(
+            fileobj=io.BytesIO(tar_bytes), custom_context=True, tag=tag, rm=True, forcerm=True,
+            labels={"harness.task-image": task.name}, timeout=int(task.env.build_timeout_sec))
+    except docker.errors.BuildError as exc:
+        tail = " | ".join(str(c.get("stream", c.get("error", ""))).strip()
+                          for c in list(exc.build_log)[-4:] if c)
+        raise InputError(f"docker build failed: {exc.msg}; last output: {tail[-400:]}",
+                         file=str(dockerfile or task.path / "task.toml")) from exc
+    return image.id
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "task"

@@ -1,0 +1,92 @@
+"""Explicit per-trial subnets for Docker networks, so Docker's default pools never run out.
+
+A subnet is reserved by creating `$HARNESS_HOME/subnets/<index>` exclusively (safe across
+concurrent trials and processes) and released at teardown. A reservation whose trial has no
+Docker network any more and that is older than `STALE_SEC` is reclaimed (after kill -9).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import time
+from pathlib import Path
+
+from harness.errors import InputError, SubstrateError
+from harness.paths import harness_home
+
+STALE_SEC = 900
+
+
+def _reservations() -> Path:
+    d = harness_home() / "subnets"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def used_subnets(client) -> list[ipaddress.IPv4Network]:
+    nets = []
+    for net in client.networks.list():
+        for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
+            try:
+                nets.append(ipaddress.ip_network(cfg.get("Subnet", ""), strict=False))
+            except ValueError:
+                continue
+    return nets
+
+
+def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
+                   wanted: str | None = None) -> str:
+    """Reserve a free subnet for a trial: `wanted` if given (error if it overlaps), else one
+    from `pool`, starting at a position derived from the trial id."""
+    used = used_subnets(client)
+    if wanted:
+        net = ipaddress.ip_network(wanted, strict=False)
+        clash = [str(u) for u in used if u.overlaps(net)]
+        if clash:
+            raise InputError(f"environment.network {wanted} overlaps existing Docker network "
+                             f"subnet(s) {clash}; choose another CIDR or leave it unset",
+                             key="environment.network")
+        return str(net)
+    subnets = list(ipaddress.ip_network(pool).subnets(new_prefix=prefix))
+    start = int(hashlib.sha256(trial_id.encode()).hexdigest(), 16) % len(subnets)
+    resv = _reservations()
+    for i in range(len(subnets)):
+        idx = (start + i) % len(subnets)
+        net = subnets[idx]
+        if any(u.overlaps(net) for u in used):
+            continue
+        path = resv / str(idx)
+        if path.exists() and time.time() - path.stat().st_mtime > STALE_SEC:
+            owner = path.read_text().strip()
+            if not client.networks.list(filters={"label": f"harness.trial={owner}"}):
+                path.unlink(missing_ok=True)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(trial_id)
+        return str(net)
+    raise SubstrateError("docker", f"no free /{prefix} subnet left in pool {pool}")
+
+
+def release_subnet(trial_id: str) -> None:
+    for path in _reservations().iterdir():
+        try:
+            if path.read_text().strip() == trial_id:
+                path.unlink(missing_ok=True)
+        except OSError:
+            continue
+
+
+def stale_reservations(live_trials: set[str]) -> list[Path]:
+    out = []
+    for path in _reservations().iterdir():
+        try:
+            if path.read_text().strip() not in live_trials:
+                out.append(path)
+        except OSError:
+            continue
+    return out

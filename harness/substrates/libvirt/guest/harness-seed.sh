@@ -1,0 +1,34 @@
+#!/bin/sh
+# Apply the per-node seed disk (/dev/vdb, ext4 labelled HXSEED) made by the harness:
+# root's authorized_keys, hostname, /etc/hosts, /etc/harness/*; fresh SSH host keys.
+set -eu
+SEED=/run/harness-seed
+dev=""
+for _ in $(seq 1 50); do
+    dev=$(blkid -L HXSEED 2>/dev/null || true)
+    [ -n "$dev" ] && break
+    [ -b /dev/vdb ] && { dev=/dev/vdb; break; }
+    sleep 0.2
+done
+if [ -n "$dev" ]; then
+    mkdir -p "$SEED"
+    mountpoint -q "$SEED" || mount -o ro "$dev" "$SEED"
+    if [ -f "$SEED/authorized_keys" ]; then
+        install -d -m 700 /root/.ssh
+        install -m 600 "$SEED/authorized_keys" /root/.ssh/authorized_keys
+    fi
+    if [ -s "$SEED/hostname" ]; then
+        name=$(cat "$SEED/hostname")
+        echo "$name" > /etc/hostname
+        hostname "$name"
+    fi
+    [ -f "$SEED/hosts" ] && install -m 644 "$SEED/hosts" /etc/hosts
+    if [ -d "$SEED/harness" ]; then
+        mkdir -p /etc/harness
+        cp -a "$SEED/harness/." /etc/harness/
+    fi
+    umount "$SEED" || true
+else
+    echo "harness-seed: no seed disk found" >&2
+fi
+[ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A

@@ -1,0 +1,259 @@
+"""One trial's state machine: provision -> setup -> bootstrap -> agent -> verify -> teardown.
+
+The lifecycle is data (`PRE_WINDOW`, then the window and the gates); each phase is timed
+and logged to `events.jsonl`. A failure is a record, not a crash: the trial stores it in
+`result.json` and always tears down in `finally`; only cancellation propagates (after the
+teardown, with status `cancelled`). Failures before the agent window are retried and kept
+under `retries/<n>/`, never scored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import __version__
+from harness.agents import Agent, AgentContext
+from harness.ansible import run_playbook, task_extravars, write_inventory
+from harness.environment import TrialEnvironment, now_iso
+from harness.errors import HarnessError
+from harness.paths import TrialPaths
+from harness.results import AgentRef, TaskRef, TrialRecord, write_json_atomic
+from harness.substrates import Substrate, TrialSpec
+from harness.task import Task
+from harness.terraform import PROVIDERS, TrialTerraform, render_root, write_root
+from harness.verifier import GateResult, run_verifier
+
+PRE_WINDOW = ("provision", "setup", "bootstrap", "agent_setup")
+
+
+def make_trial_id(task: str, agent: str, attempt: int, salt: str | None = None) -> str:
+    slug = "".join(c if c.isalnum() else "-" for c in task.lower()).strip("-")[:32]
+    return f"{slug}-{agent}-{attempt}-{salt or uuid.uuid4().hex[:6]}"
+
+
+class PreWindowError(Exception):
+    """A failure before the agent window opened (retried, never scored)."""
+
+    def __init__(self, phase: str, cause: BaseException):
+        super().__init__(f"{phase}: {cause}")
+        self.phase, self.cause = phase, cause
+
+
+@dataclass
+class Trial:
+    """One attempt of one agent on one task in a fresh environment."""
+
+    task: Task
+    agent: Agent
+    substrate: Substrate
+    root: Path
+    trial_id: str
+    campaign: str = "adhoc"
+    attempt: int = 1
+    retries: int = 0
+    keep: bool = False
+    timeout_multiplier: float = 1.0
+    secrets: dict[str, str] = field(default_factory=dict)
+    on_phase: Callable[[str, str], None] = lambda trial_id, phase: None
+
+    def __post_init__(self):
+        self.paths = TrialPaths(self.root).make()
+        self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root)
+        self.timings: dict[str, dict] = {}
+        self.env: TrialEnvironment | None = None
+        self.tf = TrialTerraform(self.paths)
+
+    def event(self, name: str, **data) -> None:
+        rec = {"ts": now_iso(), "elapsed_sec": round(time.monotonic() - self._t0, 3),
+               "name": name, "data": data}
+        with self.paths.events.open("a") as fh:
+            fh.write(json.dumps(rec, default=str) + "\n")
+
+    async def _phase(self, name: str, coro):
+        self.on_phase(self.trial_id, name)
+        start, t = now_iso(), time.monotonic()
+        self.event(f"phase.{name}.start")
+        try:
+            return await coro
+        finally:
+            secs = round(time.monotonic() - t, 3)
+            self.timings[name] = {"start": start, "end": now_iso(), "seconds": secs}
+            self.event(f"phase.{name}.end", seconds=secs)
+
+    def _write_trial_json(self) -> None:
+        write_json_atomic(self.paths.trial_json, {
+            "trial_id": self.trial_id, "campaign": self.campaign, "attempt": self.attempt,
+            "task": {"name": self.task.name, "path": str(self.task.path),
+                     "sha256": self.task.sha256},
+            "agent": {"name": self.agent.name, "model": self.agent.model},
+            "substrate": self.substrate.name, "created_at": now_iso(),
+            "harness_version": __version__})
+
+    async def _provision(self) -> None:
+        image = await asyncio.to_thread(self.substrate.prepare, self.spec, lambda m: None)
+        self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
+        tf_vars = await asyncio.to_thread(self.substrate.terraform_vars, self.spec)
+        providers = {k: v for k, v in PROVIDERS.items() if k == self.substrate.name}
+        write_root(self.paths, render_root(self.substrate.terraform_module(),
+                                           self.paths.terraform, tf_vars, providers))
+        outputs = await asyncio.to_thread(self.tf.apply)
+        nodes = self.substrate.nodes(self.spec, outputs)
+        write_inventory(self.paths, self.substrate.inventory(self.spec, nodes))
+        self.env = TrialEnvironment(self.substrate, nodes, self.paths,
+                                    secrets=list(self.secrets.values()))
+
+    async def _ansible(self, stage: str) -> None:
+        extra = task_extravars(self.task, self.paths)
+        await asyncio.to_thread(run_playbook, self.paths, stage, [stage], extra, self.task.path)
+
+    async def _pre_window(self) -> None:
+        for phase, step in (("provision", self._provision),
+                            ("setup", lambda: self._ansible("setup")),
+                            ("bootstrap", lambda: self._ansible("bootstrap")),
+                            ("agent_setup", lambda: self.agent.setup(self.env))):
+            try:
+                await self._phase(phase, step())
+            except Exception as exc:  # any failure before the window is pre-window
+                raise PreWindowError(phase, exc) from exc
+
+    async def run(self) -> TrialRecord:
+        """Run the trial to a record; tear down unless kept; re-raise only cancellation."""
+        self._t0 = time.monotonic()
+        started = now_iso()
+        self._write_trial_json()
+        record = self._record("setup_error", started)
+        retry_log: list[dict] = []
+        try:
+            for n in range(self.retries + 1):
+                try:
+                    await self._pre_window()
+                    break
+                except PreWindowError as exc:
+                    err = {"type": type(exc.cause).__name__, "message": str(exc.cause)[:2000]}
+                    retry_log.append({"attempt": n + 1, "phase": exc.phase, "error": err})
+                    self.event("pre_window.failed", phase=exc.phase, error=err)
+                    await self._teardown_quietly()
+                    if n < self.retries:
+                        self._archive_retry(n + 1)
+                    else:
+                        record = self._record("setup_error", started, error={
+                            **err, "phase": exc.phase})
+            if record.error is None:
+                record = await self._window_and_gates(started)
+        except asyncio.CancelledError:
+            record = self._record("cancelled", started,
+                                  error={"type": "Cancelled", "message": "interrupted"})
+            await asyncio.shield(self._finish(record, retry_log))
+            raise
+        await self._finish(record, retry_log)
+        return record
+
+    async def _window_and_gates(self, started: str) -> TrialRecord:
+        ctx = AgentContext(self.trial_id, self.task,
+                           self.task.config.agent.timeout_sec * self.timeout_multiplier,
+                           env_vars=dict(self.secrets))
+        status, error = None, None
+        try:
+            outcome = await self._phase("agent", asyncio.wait_for(
+                self.agent.run(self.task.instruction, self.env, ctx), ctx.timeout_sec + 30))
+        except TimeoutError:
+            outcome, status = None, "agent_timeout"
+        except HarnessError as exc:
+            outcome, status = None, "agent_error"
+            error = {"type": type(exc).__name__, "message": exc.message}
+        except Exception as exc:
+            outcome, status = None, "agent_error"
+            error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+        if outcome is not None:
+            if outcome.timed_out:
+                status = "agent_timeout"
+            elif outcome.error:
+                status, error = "agent_error", {"type": "AgentError", "message": outcome.error}
+        self.event("agent.end", status=status)
+        gate: GateResult = await self._phase("verify", run_verifier(
+            self.env, self.task, self.paths.verifier("immediate")))
+        self.event("verifier.result", reward=gate.reward, error=gate.error)
+        if gate.uncovered:
+            status, error = "uncovered", gate.error
+        elif gate.error:
+            status, error = "verifier_error", gate.error
+        elif status is None:
+            status = "passed" if (gate.reward or 0.0) >= 1.0 - 1e-9 else "failed"
+        rec = self._record(status, started, error=error, gate=gate)
+        if outcome is not None:
+            rec.tokens, rec.cost_usd = outcome.tokens, outcome.cost_usd
+        return rec
+
+    def _record(self, status: str, started: str, error: dict | None = None,
+                gate: GateResult | None = None) -> TrialRecord:
+        meta = self.task.config.metadata
+        return TrialRecord(
+            trial_id=self.trial_id, campaign=self.campaign,
+            task=TaskRef(name=self.task.name, path=str(self.task.path), sha256=self.task.sha256,
+                         layer=meta.layer, difficulty=meta.difficulty, category=meta.category,
+                         tags=meta.tags),
+            agent=AgentRef(name=self.agent.name, model=self.agent.model,
+                           version=self.agent.version),
+            attempt=self.attempt, substrate=self.substrate.name, status=status,
+            reward=gate.reward if gate else None,
+            gates={gate.gate: gate.to_dict()} if gate else {},
+            checks=gate.checks if gate else [], error=error,
+            harness_version=__version__, started_at=started)
+
+    async def _finish(self, record: TrialRecord, retry_log: list[dict]) -> None:
+        record.retries = retry_log
+        record.n_commands = self.env.n_commands if self.env else 0
+        if self.keep and self.env is not None:
+            self._write_keep_info()
+        else:
+            record.leaks = await self._phase("teardown", self._teardown())
+        record.timings = self.timings
+        record.finished_at = now_iso()
+        record.write(self.paths.result)
+        self.event("trial.end", status=record.status, reward=record.reward)
+
+    async def _teardown(self) -> list[str]:
+        """terraform destroy, then prove nothing with the trial's label is left."""
+        try:
+            await asyncio.to_thread(self.tf.destroy)
+        except HarnessError as exc:
+            self.event("teardown.destroy_failed", error=str(exc))
+        leaks = await asyncio.to_thread(self.substrate.leftovers, None, self.trial_id)
+        if leaks:
+            self.event("teardown.leaks", leaks=leaks)
+        await asyncio.to_thread(self.substrate.sweep, None, self.trial_id)
+        return leaks
+
+    async def _teardown_quietly(self) -> None:
+        try:
+            await self._teardown()
+        except Exception as exc:  # teardown must never mask the original failure
+            self.event("teardown.failed", error=str(exc))
+
+    def _archive_retry(self, n: int) -> None:
+        dest = self.paths.retries / str(n)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("terraform", "ansible", "inventory.yml", "agent"):
+            src = self.paths.root / name
+            if src.exists():
+                shutil.move(str(src), str(dest / name))
+        self.paths.make()
+        self.env = None
+
+    def _write_keep_info(self) -> None:
+        lines = [f"Trial {self.trial_id} was kept (--keep). Get in:"]
+        lines += [f"  docker exec -it {n.host} bash" if self.substrate.name == "docker" else
+                  f"  node {n.name}: {n.host}" for n in self.env.nodes]
+        lines += ["Remove it with:", f"  terraform -chdir={self.paths.terraform} destroy "
+                  "-auto-approve   (with TF_CLI_CONFIG_FILE="
+                  f"{os.environ.get('TF_CLI_CONFIG_FILE', '')})",
+                  f"  or: harness gc --trial {self.trial_id}"]
+        self.paths.keep_info.write_text("\n".join(lines) + "\n")
