@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.results import write_json_atomic
 
 ATIF_SCHEMA_VERSION = "ATIF-v1.4"
 SOURCES = ("agent", "agent-child", "logger")
@@ -151,26 +151,8 @@ def to_atif(records: Sequence[CommandRecord], *, trial_id: str, agent_name: str,
 
 
 def write_atif(path: str | os.PathLike, doc: dict) -> None:
-    """Write an ATIF document atomically."""
-    write_json_atomic(path, doc)
-
-
-def write_json_atomic(path: str | os.PathLike, obj: object) -> None:
-    """Write JSON to a temporary file beside `path`, fsync it, then `os.replace` it in."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write an ATIF document atomically (temporary file, fsync, `os.replace`)."""
+    write_json_atomic(Path(path), doc)
 
 
 def _output(rec: CommandRecord) -> str:

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.errors import InputError
+from harness.paths import TrialPaths
+from harness.results import write_json_atomic
 from harness.risk.monitor import Finding, counts, scan
-from harness.trajectory import CommandRecord, read_trajectory, write_json_atomic
+from harness.trajectory import CommandRecord, read_trajectory
 
-TRAJECTORY = Path("agent") / "trajectory.jsonl"
-REPORT = "risk.json"
+TRAJECTORY = TrialPaths(Path()).trajectory
+REPORT = TrialPaths(Path()).risk.name
 
 
 class Reviewer(Protocol):
@@ -28,10 +30,11 @@ def write_report(trial_dir: str | os.PathLike, services: Sequence[str] | None = 
 
     Returns the report: `{"findings": [...], "counts": {type: n}, "n_commands": N}`.
     """
-    trial_dir = Path(trial_dir)
-    path = trial_dir / TRAJECTORY
+    paths = TrialPaths(Path(trial_dir))
+    path = paths.trajectory
     if not path.is_file():
-        raise InputError(f"no {TRAJECTORY} here; expected a trial directory", file=str(trial_dir))
+        raise InputError(f"no {TRAJECTORY} here; expected a trial directory",
+                         file=str(trial_dir))
     records = read_trajectory(path)
     findings = scan(records, services=services)
     if judge is not None and findings:
@@ -41,7 +44,7 @@ def write_report(trial_dir: str | os.PathLike, services: Sequence[str] | None = 
         "counts": counts(findings),
         "n_commands": len(records),
     }
-    write_json_atomic(trial_dir / REPORT, report)
+    write_json_atomic(paths.risk, report)
     return report
 
 
@@ -53,7 +56,7 @@ def trial_dirs(path: str | os.PathLike) -> list[Path]:
     path = Path(path)
     if not path.is_dir():
         raise InputError("not a directory; expected a trial or run directory", file=str(path))
-    if (path / TRAJECTORY).is_file():
+    if TrialPaths(path).trajectory.is_file():
         return [path]
     found = sorted({p.parent.parent for p in path.rglob(str(TRAJECTORY)) if p.is_file()})
     if not found:

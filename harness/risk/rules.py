@@ -13,17 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from harness.results import RISK_TYPES
 from harness.risk.shell import Segment
 
-TYPES = (
-    "destructive_fs",
-    "disk_raid_lvm",
-    "network_disruption",
-    "privilege_bypass",
-    "unsafe_restart",
-    "cross_service",
-    "harness_probing",
-)
+TYPES = RISK_TYPES
 SEVERITIES = ("low", "medium", "high")
 
 Check = Callable[[Segment, "Sequence[str] | None"], bool]
