@@ -46,8 +46,8 @@ PACKAGES = (
 REQUIRED_INITRD_MODULES = ("virtio_blk", "virtio_net", "virtio_pci", "ext4")
 ENABLE = ("systemd-networkd.service", "ssh.service", "harness-seed.service")
 MASK = ("apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer", "e2scrub_all.timer",
-        "fstrim.timer", "systemd-networkd-wait-online.service", "mdmonitor-oneshot.timer",
-        "getty@tty1.service")
+        "e2scrub_reap.service", "fstrim.timer", "systemd-networkd-wait-online.service",
+        "mdmonitor-oneshot.timer", "getty@tty1.service")
 # guest file -> (path in the rootfs, mode)
 FILES = {
     "harness-seed.sh": ("usr/local/sbin/harness-seed", 0o755),
@@ -164,8 +164,10 @@ def build_vm_image(force: bool = False, log=print) -> Path:
         timings: dict[str, float] = {}
         try:
             t0 = time.monotonic()
-            _run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-                  SUITE, str(rootfs), MIRROR], log)
+            cache = harness_home() / "cache" / f"debootstrap-{SUITE}"
+            cache.mkdir(parents=True, exist_ok=True)
+            _run(["debootstrap", "--variant=minbase", f"--cache-dir={cache}",
+                  f"--include={','.join(PACKAGES)}", SUITE, str(rootfs), MIRROR], log)
             timings["debootstrap_sec"] = round(time.monotonic() - t0, 1)
             _unmount_under(rootfs)
             t1 = time.monotonic()

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Apply the per-node seed disk (/dev/vdb, ext4 labelled HXSEED) made by the harness:
-# root's authorized_keys, hostname, /etc/hosts, /etc/harness/*; fresh SSH host keys.
+# root's authorized_keys, hostname, /etc/hosts, /etc/harness/*; a fresh ed25519 host key
+# (RSA key generation alone takes seconds under TCG).
 set -eu
 SEED=/run/harness-seed
 dev=""
@@ -31,4 +32,4 @@ if [ -n "$dev" ]; then
 else
     echo "harness-seed: no seed disk found" >&2
 fi
-[ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A
+[ -f /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -q -t ed25519 -N "" -f /etc/ssh/ssh_host_ed25519_key

@@ -1,0 +1,209 @@
+"""The `vm` and `vm-cluster` substrates: libvirt/QEMU VMs booted from a cached base image.
+
+Terraform (`terraform/modules/libvirt_trial`) creates and destroys a trial: an isolated
+network with fixed DHCP leases, per-node qcow2 overlays and seed disks in the trial
+directory, and one directly booted domain per node. The Python side only operates on what
+exists: SSH for exec/put (per-trial key), libvirt-python for power/reboot and for finding
+leftovers. The per-trial key and disks live under the trial directory::
+
+    <trial>/ssh/id_ed25519[.pub]      per-trial key pair (root on every node)
+    <trial>/vm/hx-<trial>-<node>.qcow2, -seed.img, -console.log
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness.errors import InputError, PreflightError, SubstrateError
+from harness.paths import TERRAFORM_MODULES, provider_mirror
+from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
+from harness.substrates.libvirt import host, naming, ssh
+from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
+
+PROVIDER = ("dmacvicar", "libvirt", "0.7.6")
+TOOLS = ("terraform", "qemu-img", "qemu-system-x86_64", "mkfs.ext4", "ssh", "ssh-keygen", "tar")
+DEFAULT_CPUS, DEFAULT_MEMORY_MB = 1, 1024
+
+
+class LibvirtSubstrate(Substrate):
+    """VMs under libvirt; `vm` is one node, `vm-cluster` any number of nodes."""
+
+    name: ClassVar[str] = "vm"
+
+    def __init__(self, name: str = "vm", uri: str = "qemu:///system",
+                 domain_type: str | None = None, boot_timeout: float = 180.0, **kwargs: Any):
+        if name not in ("vm", "vm-cluster"):
+            raise InputError(f"libvirt substrate name must be vm or vm-cluster, not {name!r}")
+        self.name = name  # type: ignore[misc]
+        self.uri = uri
+        self.boot_timeout = boot_timeout
+        self._domain_type = domain_type or os.environ.get("HARNESS_VM_DOMAIN_TYPE") or None
+        self.options = kwargs
+
+    def terraform_module(self) -> Path:
+        return TERRAFORM_MODULES / "libvirt_trial"
+
+    def prepare(self, spec: TrialSpec, log=print) -> str:
+        return str(build_vm_image(log=log))
+
+    def domain_type(self) -> str:
+        """kvm when a kernel really boots under KVM here, else qemu (TCG)."""
+        if self._domain_type is None:
+            kernel, _ = kernel_paths(image_dir() / "disk.qcow2")
+            self._domain_type = "kvm" if host.kvm_works(kernel)[0] else "qemu"
+        return self._domain_type
+
+    def _task_nodes(self, spec: TrialSpec) -> list[dict[str, Any]]:
+        task_nodes = list(getattr(spec.task, "nodes", None) or [])
+        if self.name == "vm" and len(task_nodes) > 1:
+            raise InputError(f"task {spec.task.name} has {len(task_nodes)} nodes; the vm "
+                             "substrate runs one, use vm-cluster", key="substrate")
+        if not task_nodes:
+            return [{"name": "node1", "vcpu": DEFAULT_CPUS, "memory_mb": DEFAULT_MEMORY_MB}]
+        return [{"name": n.name, "vcpu": int(n.cpus or DEFAULT_CPUS),
+                 "memory_mb": int(n.memory_mb or DEFAULT_MEMORY_MB)} for n in task_nodes]
+
+    def _cidr(self, spec: TrialSpec) -> str:
+        pinned = getattr(spec.task, "network", None)
+        if pinned:
+            return str(pinned)
+        try:
+            taken = host.taken_subnets(self.uri)
+        except PreflightError:
+            taken = set()
+        return str(naming.trial_subnet(spec.trial_id, taken))
+
+    def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """Module inputs; also creates the per-trial SSH key in the trial directory."""
+        disk = Path(spec.image) if spec.image else image_dir() / "disk.qcow2"
+        kernel, initrd = kernel_paths(disk)
+        root = spec.root.resolve()
+        return {
+            "trial_id": naming.trial_name(spec.trial_id),
+            "campaign": spec.campaign,
+            "libvirt_uri": self.uri,
+            "bridge_name": naming.bridge_name(spec.trial_id),
+            "cidr": self._cidr(spec),
+            "domain_type": self.domain_type(),
+            "base_image": str(disk.resolve()),
+            "kernel": str(kernel.resolve()),
+            "initrd": str(initrd.resolve()),
+            "disk_dir": str(root / "vm"),
+            "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
+            "nodes": self._task_nodes(spec),
+        }
+
+    def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
+        ips = _output(tf_outputs, "nodes")
+        logs = _output(tf_outputs, "console_logs", {})
+        key = str(ssh.key_path(spec.root.resolve()))
+        order = [n["name"] for n in self._task_nodes(spec)]
+        missing = [n for n in order if n not in ips]
+        if missing:
+            raise SubstrateError(self.name, f"terraform outputs lack nodes {missing}")
+        return [Node(name=n, host=ips[n], cluster_ip=ips[n], primary=i == 0,
+                     extra={"domain": naming.domain_name(spec.trial_id, n), "ssh_key": key,
+                            "console_log": logs.get(n, "")})
+                for i, n in enumerate(order)]
+
+    def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
+        hosts = {
+            n.name: {
+                "ansible_host": n.host,
+                "ansible_user": "root",
+                "ansible_ssh_private_key_file": n.extra["ssh_key"],
+                "ansible_ssh_common_args": ssh.ANSIBLE_SSH_ARGS,
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "harness_cluster_ip": n.cluster_ip,
+                "harness_primary": n.primary,
+                "harness_domain": n.extra["domain"],
+            } for n in nodes
+        }
+        primary = [n.name for n in nodes if n.primary]
+        return {"all": {
+            "hosts": hosts,
+            "vars": {"harness_trial": spec.trial_id, "harness_campaign": spec.campaign,
+                     "harness_substrate": self.name},
+            "children": {"primary": {"hosts": {p: {} for p in primary}}},
+        }}
+
+    async def exec(self, node: Node, cmd: str, timeout: float,
+                   env: dict[str, str] | None = None) -> ExecResult:
+        return await ssh.exec_on(node.host, Path(node.extra["ssh_key"]), cmd, timeout, env)
+
+    async def put(self, node: Node, src: Path, dest: str) -> None:
+        await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest)
+
+    async def wait_ready(self, nodes: list[Node], timeout: float | None = None) -> dict[str, float]:
+        """Wait until every node answers over SSH; seconds per node."""
+        limit = timeout or self.boot_timeout
+        took = await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), limit)
+                                      for n in nodes))
+        return dict(zip((n.name for n in nodes), took, strict=True))
+
+    async def power(self, node: Node, action: str) -> str:
+        return await asyncio.to_thread(host.power, self.uri, node.extra["domain"], action)
+
+    async def reboot(self, node: Node) -> None:
+        """Guest reboot (ACPI), reset if the guest ignores it; returns once SSH is back."""
+        key = Path(node.extra["ssh_key"])
+        before = await self._boot_id(node)
+        await asyncio.to_thread(host.reboot, self.uri, node.extra["domain"])
+        if not await self._rebooted(node, key, before, grace=90):
+            await self.power(node, "reset")
+            if not await self._rebooted(node, key, before, grace=self.boot_timeout):
+                raise SubstrateError(self.name, f"{node.name} did not come back after reboot")
+
+    async def _boot_id(self, node: Node) -> str:
+        result = await self.exec(node, "cat /proc/sys/kernel/random/boot_id", timeout=20)
+        return result.stdout.strip() if result.ok else ""
+
+    async def _rebooted(self, node: Node, key: Path, before: str, grace: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while loop.time() < deadline:
+            now = await self._boot_id(node)
+            if now and now != before:
+                return True
+            await asyncio.sleep(2)
+        return False
+
+    def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+        return host.leftovers(self.uri, campaign, trial, remove=False)
+
+    def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+        return host.leftovers(self.uri, campaign, trial, remove=True)
+
+    def preflight(self) -> None:
+        missing = [t for t in TOOLS if shutil.which(t) is None]
+        if missing:
+            raise PreflightError(f"vm substrate needs {', '.join(missing)} on PATH "
+                                 "(apt-get install qemu-system-x86 qemu-utils e2fsprogs "
+                                 "openssh-client; terraform)")
+        host.connect(self.uri).close()
+        ns, ptype, version = PROVIDER
+        binary = (provider_mirror() / "registry.terraform.io" / ns / ptype / version
+                  / "linux_amd64" / f"terraform-provider-{ptype}_v{version}")
+        if not binary.exists():
+            raise PreflightError(f"provider {ns}/{ptype} {version} is not in the mirror "
+                                 f"({binary}); run scripts/providers/libvirt.sh")
+        disk = image_dir() / "disk.qcow2"
+        if not disk.exists():
+            raise PreflightError(f"vm base image not built ({disk}); run "
+                                 "python -m harness.substrates.libvirt.image")
+        self.domain_type()
+
+
+def _output(outputs: dict[str, Any], key: str, default: Any = None) -> Any:
+    """A module output from `terraform output -json` (wrapped in "value") or a plain dict."""
+    if key not in outputs:
+        if default is not None:
+            return default
+        raise SubstrateError("vm", f"terraform outputs lack {key!r}")
+    value = outputs[key]
+    wrapped = isinstance(value, dict) and {"value", "type"} <= set(value)
+    return value["value"] if wrapped else value

@@ -1,0 +1,221 @@
+"""The hypervisor side, through libvirt-python: power, leftovers, sweep, the KVM probe.
+
+libvirt-python is imported lazily (the `vm` extra); every call opens its own connection,
+so the helpers are safe to run in worker threads (`asyncio.to_thread`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import re
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from harness.errors import PreflightError, SubstrateError
+from harness.paths import harness_home
+from harness.substrates.libvirt.naming import PREFIX, bridge_name, resource_prefix
+
+POWER_ACTIONS = ("on", "off", "cycle", "reset", "status")
+
+
+def connect(uri: str):
+    try:
+        import libvirt
+    except ImportError as exc:
+        raise PreflightError("libvirt-python is missing: pip install -e '.[vm]' "
+                             "(needs libvirt-dev and pkg-config)") from exc
+    try:
+        return libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        raise PreflightError(f"libvirtd not reachable at {uri}: {exc}; start it "
+                             "(systemctl start libvirtd, or `virtlogd -d; libvirtd -d` "
+                             "without an init system)") from exc
+
+
+def power(uri: str, domain: str, action: str) -> str:
+    """on / off / cycle / reset / status of one domain; returns the resulting state."""
+    import libvirt
+
+    if action not in POWER_ACTIONS:
+        raise SubstrateError("vm", f"unknown power action {action!r}; valid: "
+                             f"{', '.join(POWER_ACTIONS)}")
+    conn = connect(uri)
+    try:
+        dom = conn.lookupByName(domain)
+        if action == "on" and not dom.isActive():
+            dom.create()
+        elif action == "off" and dom.isActive():
+            dom.destroy()
+        elif action == "cycle":
+            if dom.isActive():
+                dom.destroy()
+            dom.create()
+        elif action == "reset":
+            dom.reset() if dom.isActive() else dom.create()
+        return "on" if dom.isActive() else "off"
+    except libvirt.libvirtError as exc:
+        raise SubstrateError("vm", f"power {action} {domain}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def reboot(uri: str, domain: str) -> None:
+    """Ask the guest to reboot (ACPI); the caller checks that it did."""
+    conn = connect(uri)
+    try:
+        conn.lookupByName(domain).reboot(0)
+    finally:
+        conn.close()
+
+
+def _owned(name: str, prefixes: list[str] | None) -> bool:
+    if not name.startswith(PREFIX):
+        return False
+    return prefixes is None or any(name == p or name.startswith(p + "-") for p in prefixes)
+
+
+def _domain_disks(dom) -> list[str]:
+    root = ET.fromstring(dom.XMLDesc(0))
+    return [s.get("file") for s in root.iterfind("./devices/disk/source") if s.get("file")]
+
+
+def _trial_prefixes(conn, campaign: str | None, trial: str | None) -> list[str] | None:
+    """Name prefixes to match: one trial, the trials of one campaign, or all (None)."""
+    if trial:
+        return [resource_prefix(trial)]
+    if not campaign:
+        return None
+    found = set()
+    for dom in conn.listAllDomains():
+        desc = ""
+        with contextlib.suppress(Exception):
+            desc = dom.metadata(0, None)  # VIR_DOMAIN_METADATA_DESCRIPTION
+        match = re.search(r"trial=(\S+) campaign=(\S*)", desc or "")
+        if match and match.group(2) == campaign:
+            found.add(resource_prefix(match.group(1)))
+    return sorted(found)
+
+
+def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
+              remove: bool = False) -> list[str]:
+    """Domains, networks, pools, volumes, disks and bridges named `hx-...` (or one trial's)."""
+    import libvirt
+
+    conn = connect(uri)
+    found: list[str] = []
+    try:
+        prefixes = _trial_prefixes(conn, campaign, trial)
+        for dom in conn.listAllDomains():
+            if not _owned(dom.name(), prefixes):
+                continue
+            disks = [d for d in _domain_disks(dom) if Path(d).name.startswith(PREFIX)]
+            found.append(f"domain {dom.name()}")
+            found += [f"disk {d}" for d in disks if Path(d).exists()]
+            if remove:
+                with contextlib.suppress(libvirt.libvirtError):
+                    dom.destroy()
+                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM
+                                  | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+                for disk in disks:
+                    Path(disk).unlink(missing_ok=True)
+        bridges = {bridge_name(p.removeprefix(PREFIX)) for p in prefixes or []}
+        for net in conn.listAllNetworks():
+            if not _owned(net.name(), prefixes):
+                continue
+            found.append(f"network {net.name()}")
+            with contextlib.suppress(libvirt.libvirtError):
+                bridges.add(net.bridgeName())
+            if remove:
+                if net.isActive():
+                    net.destroy()
+                net.undefine()
+        for pool in conn.listAllStoragePools():
+            vols = pool.listAllVolumes() if pool.isActive() else []
+            for vol in vols:
+                if _owned(vol.name(), prefixes):
+                    found.append(f"volume {vol.path()}")
+                    if remove:
+                        vol.delete(0)
+            if _owned(pool.name(), prefixes):
+                found.append(f"pool {pool.name()}")
+                if remove:
+                    if pool.isActive():
+                        pool.destroy()
+                    pool.undefine()
+    finally:
+        conn.close()
+    for br in host_bridges():
+        if br.startswith(PREFIX) and (prefixes is None or br in bridges):
+            found.append(f"bridge {br}")
+            if remove:
+                subprocess.run(["ip", "link", "del", br], capture_output=True)
+    return found
+
+
+def host_bridges() -> list[str]:
+    net = Path("/sys/class/net")
+    return sorted(p.name for p in net.iterdir() if (p / "bridge").exists()) if net.exists() else []
+
+
+def taken_subnets(uri: str) -> set[ipaddress.IPv4Network]:
+    """IPv4 subnets already used by libvirt networks or host interfaces."""
+    taken: set[ipaddress.IPv4Network] = set()
+    conn = connect(uri)
+    try:
+        for net in conn.listAllNetworks():
+            for ip in ET.fromstring(net.XMLDesc(0)).iterfind("./ip"):
+                if ip.get("address") and ip.get("family", "ipv4") == "ipv4":
+                    mask = ip.get("netmask") or ip.get("prefix") or "24"
+                    taken.add(ipaddress.ip_network(f"{ip.get('address')}/{mask}", strict=False))
+    finally:
+        conn.close()
+    proc = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True)
+    if proc.returncode == 0:
+        for link in json.loads(proc.stdout or "[]"):
+            for a in link.get("addr_info", []):
+                taken.add(ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False))
+    return taken
+
+
+def kvm_works(kernel: Path, timeout: float = 20.0) -> tuple[bool, str]:
+    """Boot `kernel` under KVM up to its "no root" panic; a hang or a failure says no.
+
+    A real-mode probe is not enough: nested KVM here runs a boot sector fine and hangs
+    silently once the kernel starts. The answer is cached per host boot and kernel in
+    $HARNESS_HOME/kvm-probe.json.
+    """
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm missing or not accessible"
+    if not kernel.exists():
+        return False, f"no kernel to probe KVM with ({kernel})"
+    key = Path("/proc/sys/kernel/random/boot_id").read_text().strip() + f":{kernel}"
+    cache = harness_home() / "kvm-probe.json"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        cached = json.loads(cache.read_text())
+        if cached["key"] == key:
+            return cached["kvm"], cached["reason"]
+    log = harness_home() / "kvm-probe.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    argv = ["qemu-system-x86_64", "-accel", "kvm", "-M", "pc", "-m", "256", "-display", "none",
+            "-nodefaults", "-no-user-config", "-no-reboot", "-serial", f"file:{log}",
+            "-kernel", str(kernel), "-append", "console=ttyS0 panic=-1 root=/dev/hx-none"]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        panicked = log.exists() and "Kernel panic" in log.read_text(errors="replace")
+        ok = proc.returncode == 0 and panicked
+        reason = (f"KVM kernel boot reached its panic in {time.monotonic() - started:.1f}s"
+                  if ok else f"KVM kernel boot failed (exit {proc.returncode}): "
+                  f"{proc.stderr.strip()[-200:]}")
+    except subprocess.TimeoutExpired:
+        ok, reason = False, f"KVM kernel boot hung for {timeout:.0f}s (nested KVM?)"
+    except FileNotFoundError:
+        ok, reason = False, "qemu-system-x86_64 not found"
+    cache.write_text(json.dumps({"key": key, "kvm": ok, "reason": reason}))
+    return ok, reason

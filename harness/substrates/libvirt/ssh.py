@@ -1,0 +1,142 @@
+"""Runtime access to VM nodes over SSH with the per-trial key (asyncio subprocesses).
+
+The key pair lives in the trial directory (`<trial>/ssh/id_ed25519`); its public half is
+baked into each node's seed disk. Host keys are fresh per boot, so host key checking is
+off and nothing is written to known_hosts. A command runs under `timeout` on the node as
+well, so killing the local ssh at the deadline also ends the remote process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from harness.errors import SubstrateError
+from harness.substrates.base import ExecResult
+
+SSH_OPTIONS = (
+    "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+    "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15",
+    "-o", "ServerAliveCountMax=4",
+)
+ANSIBLE_SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+SSH_FAILED = 255
+
+
+def key_path(trial_root: Path) -> Path:
+    return trial_root / "ssh" / "id_ed25519"
+
+
+def ensure_key(trial_root: Path, comment: str) -> str:
+    """Create the per-trial ed25519 key pair if missing; return the public key line."""
+    key = key_path(trial_root)
+    if not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        key.parent.chmod(0o700)
+        proc = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
+                               "-f", str(key)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SubstrateError("vm", "ssh-keygen failed", proc.stderr)
+    return key.with_suffix(".pub").read_text().strip()
+
+
+def ssh_argv(host: str, key: Path, user: str = "root") -> list[str]:
+    return ["ssh", "-i", str(key), *SSH_OPTIONS, f"{user}@{host}"]
+
+
+def remote_command(cmd: str, timeout: float, env: dict[str, str] | None = None) -> str:
+    """The shell line the node runs: env exports, then `cmd` in bash under `timeout`."""
+    exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
+    limit = max(1, int(timeout + 0.999))
+    return f"{exports}exec timeout -k 5 {limit} bash -c {shlex.quote(cmd)}"
+
+
+async def _drain(stream: asyncio.StreamReader, buf: bytearray) -> None:
+    while chunk := await stream.read(65536):
+        buf.extend(chunk)
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
+    try:
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        proc.stdin.close()
+
+
+async def run(argv: list[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+    """Run a local process (ssh, tar...) in its own process group; kill the group at timeout.
+
+    Output read before the deadline is kept in the result.
+    """
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    out, err = bytearray(), bytearray()
+    tasks = [asyncio.create_task(_drain(proc.stdout, out)),
+             asyncio.create_task(_drain(proc.stderr, err))]
+    if stdin is not None:
+        tasks.append(asyncio.create_task(_feed(proc, stdin)))
+    timed_out = False
+    try:
+        await asyncio.wait_for(proc.wait(), timeout)
+    except (TimeoutError, asyncio.CancelledError) as exc:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            for task in tasks:
+                task.cancel()
+            raise
+        timed_out = True
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return ExecResult(proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
+                      time.monotonic() - started, timed_out=timed_out)
+
+
+async def exec_on(host: str, key: Path, cmd: str, timeout: float,
+                  env: dict[str, str] | None = None) -> ExecResult:
+    argv = [*ssh_argv(host, key), remote_command(cmd, timeout, env)]
+    result = await run(argv, timeout + 15)
+    if result.exit_code == 124 and result.seconds >= timeout:
+        return ExecResult(124, result.stdout, result.stderr, result.seconds, timed_out=True)
+    return result
+
+
+async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) -> None:
+    """Copy `src` (file or directory) into the directory `dest` on the node: tar over ssh."""
+    src = src.resolve()
+    tar = await asyncio.create_subprocess_exec(
+        "tar", "-C", str(src.parent), "-cf", "-", src.name,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    data, err = await tar.communicate()
+    if tar.returncode != 0:
+        raise SubstrateError("vm", f"tar {src} failed", err.decode(errors="replace"))
+    remote = f"mkdir -p {shlex.quote(dest)} && tar -C {shlex.quote(dest)} -xf -"
+    result = await run([*ssh_argv(host, key), remote], timeout, stdin=data)
+    if not result.ok:
+        raise SubstrateError("vm", f"copy {src} to {host}:{dest} failed (exit "
+                             f"{result.exit_code}{', timed out' if result.timed_out else ''})",
+                             result.stderr)
+
+
+async def wait_ready(host: str, key: Path, timeout: float, probe: str = "true") -> float:
+    """Poll until `probe` succeeds over SSH; return the seconds it took."""
+    started = time.monotonic()
+    last = ""
+    while (elapsed := time.monotonic() - started) < timeout:
+        result = await exec_on(host, key, probe, timeout=min(20.0, timeout - elapsed + 1))
+        if result.ok:
+            return time.monotonic() - started
+        last = result.stderr
+        await asyncio.sleep(1.0)
+    raise SubstrateError("vm", f"{host} not reachable over SSH after {timeout:.0f}s", last)

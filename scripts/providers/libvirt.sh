@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Build the dmacvicar/libvirt Terraform provider from the Go module proxy into the
+# harness's filesystem mirror. Idempotent: does nothing when the binary is already there.
+#
+# The 0.9 line (module github.com/dmacvicar/terraform-provider-libvirt/v2) is only
+# reachable through an exact commit pseudo-version, which the filtered proxy here does
+# not serve for any commit we could identify; set LIBVIRT_PROVIDER_V2_PSEUDO to try one
+# (built as version LIBVIRT_PROVIDER_V2_VERSION, default 0.9.99). Otherwise the 0.7.6
+# tag of the old module path is built (old schema: libvirt_volume/network/domain).
+# The module is downloaded, copied out of the read-only module cache and built in place
+# so that its own go.mod replace directives apply.
+set -euo pipefail
+
+HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
+MIRROR="$HARNESS_HOME/providers/registry.terraform.io/dmacvicar/libvirt"
+V2_PSEUDO=${LIBVIRT_PROVIDER_V2_PSEUDO:-}
+V2_VERSION=${LIBVIRT_PROVIDER_V2_VERSION:-0.9.99}
+V1_VERSION=${LIBVIRT_PROVIDER_VERSION:-0.7.6}
+
+installed() { [[ -x "$MIRROR/$1/linux_amd64/terraform-provider-libvirt_v$1" ]]; }
+
+skip() { echo "provider dmacvicar/libvirt $1 already in the mirror ($MIRROR/$1)"; exit 0; }
+if [[ -n "$V2_PSEUDO" ]]; then
+  installed "$V2_VERSION" && skip "$V2_VERSION"
+elif installed "$V1_VERSION"; then
+  skip "$V1_VERSION"
+fi
+command -v go >/dev/null || { echo "go not found: install Go (scripts/setup.sh does)" >&2; exit 1; }
+
+work=$(mktemp -d /tmp/hx-tfp-libvirt.XXXXXX)
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+export GOFLAGS=-mod=mod GONOSUMDB=github.com/dmacvicar GOPATH="${GOPATH:-$(go env GOPATH)}"
+
+# build MODULE@VERSION as provider version VERSION_NAME; prints the go error on failure
+build() {
+  local module=$1 modver=$2 version=$3 dir dest json
+  dest="$MIRROR/$version/linux_amd64"
+  echo "downloading $module@$modver"
+  if ! json=$(go mod download -json "$module@$modver" 2>&1); then
+    echo "cannot fetch $module@$modver:" >&2
+    echo "$json" | sed -n 's/.*"Error": "\(.*\)".*/  \1/p' >&2
+    return 1
+  fi
+  dir=$(echo "$json" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp -r "$dir" "$work/src-$version" && chmod -R u+w "$work/src-$version"
+  echo "building dmacvicar/libvirt $version with $(go version | cut -d' ' -f3); takes minutes"
+  mkdir -p "$dest"
+  (cd "$work/src-$version" && nice -n 15 go build -trimpath \
+    -ldflags "-s -w -X main.version=$version" -o "$dest/terraform-provider-libvirt_v$version.tmp" .)
+  mv "$dest/terraform-provider-libvirt_v$version.tmp" "$dest/terraform-provider-libvirt_v$version"
+  echo "installed $dest/terraform-provider-libvirt_v$version"
+}
+
+if [[ -n "$V2_PSEUDO" ]]; then
+  if build github.com/dmacvicar/terraform-provider-libvirt/v2 "$V2_PSEUDO" "$V2_VERSION"; then
+    exit 0
+  fi
+  echo "falling back to the old schema, dmacvicar/libvirt $V1_VERSION" >&2
+fi
+installed "$V1_VERSION" || build github.com/dmacvicar/terraform-provider-libvirt "v$V1_VERSION" "$V1_VERSION"

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Make one node's disks: a qcow2 overlay on the cached base image and a tiny ext4 seed
+# disk (label HXSEED) that the image's harness-seed.service applies at boot.
+set -eu
+mkdir -p "$(dirname "$HX_OVERLAY")"
+rm -f "$HX_OVERLAY" "$HX_SEED"
+qemu-img create -q -f qcow2 -F qcow2 -b "$HX_BASE" "$HX_OVERLAY"
+seed=$(mktemp -d)
+trap 'rm -rf "$seed"' EXIT
+printf '%s\n' "$HX_AUTHORIZED_KEYS" > "$seed/authorized_keys"
+printf '%s\n' "$HX_HOSTNAME" > "$seed/hostname"
+printf '%s' "$HX_HOSTS" > "$seed/hosts"
+mkdir "$seed/harness"
+printf '%s' "$HX_CLUSTER_INFO" > "$seed/harness/cluster-info"
+mkfs.ext4 -q -F -O ^has_journal -L HXSEED -d "$seed" "$HX_SEED" 4M

@@ -1,0 +1,111 @@
+provider "libvirt" {
+  uri = var.libvirt_uri
+}
+
+locals {
+  prefix = "hx-${var.trial_id}"
+  nodes = {
+    for i, n in var.nodes : n.name => {
+      index       = i
+      vcpu        = n.vcpu
+      memory_mb   = n.memory_mb
+      ip          = coalesce(n.ip, cidrhost(var.cidr, 10 + i))
+      mac         = coalesce(n.mac, join(":", concat(["52", "54", "00"], regexall("..", substr(md5("${var.trial_id}/${n.name}"), 0, 6)))))
+      domain      = "${local.prefix}-${n.name}"
+      overlay     = "${var.disk_dir}/${local.prefix}-${n.name}.qcow2"
+      seed        = "${var.disk_dir}/${local.prefix}-${n.name}-seed.img"
+      console_log = "${var.disk_dir}/${local.prefix}-${n.name}-console.log"
+    }
+  }
+  hosts_file   = join("", concat(["127.0.0.1\tlocalhost\n"], [for name, n in local.nodes : "${n.ip}\t${name}\n"]))
+  cluster_info = join("", [for name, n in local.nodes : "${name}=${n.ip}\n${name}_cluster_ip=${n.ip}\n"])
+  cmdline      = merge({ root = "/dev/vda", console = "ttyS0", _ = "rw", panic = "10" }, var.kernel_cmdline)
+}
+
+resource "libvirt_network" "this" {
+  name      = local.prefix
+  mode      = "none"
+  bridge    = var.bridge_name
+  addresses = [var.cidr]
+  autostart = false
+
+  dhcp {
+    enabled = true
+  }
+
+  dns {
+    enabled    = true
+    local_only = true
+  }
+}
+
+resource "terraform_data" "disks" {
+  for_each = local.nodes
+
+  input = {
+    overlay = each.value.overlay
+    seed    = each.value.seed
+  }
+  triggers_replace = [var.base_image, var.ssh_public_key, local.hosts_file]
+
+  provisioner "local-exec" {
+    command = "${path.module}/files/make-disks.sh"
+    environment = {
+      HX_BASE            = var.base_image
+      HX_OVERLAY         = each.value.overlay
+      HX_SEED            = each.value.seed
+      HX_HOSTNAME        = each.key
+      HX_HOSTS           = local.hosts_file
+      HX_CLUSTER_INFO    = local.cluster_info
+      HX_AUTHORIZED_KEYS = var.ssh_public_key
+    }
+  }
+
+  provisioner "local-exec" {
+    when    = destroy
+    command = "rm -f '${self.input.overlay}' '${self.input.seed}'"
+  }
+}
+
+resource "libvirt_domain" "this" {
+  for_each = local.nodes
+
+  name        = each.value.domain
+  description = "harness trial=${var.trial_id} campaign=${var.campaign} node=${each.key}"
+  type        = var.domain_type
+  vcpu        = each.value.vcpu
+  memory      = each.value.memory_mb
+  kernel      = var.kernel
+  initrd      = var.initrd
+  cmdline     = [local.cmdline]
+  running     = true
+  autostart   = false
+
+  dynamic "cpu" {
+    for_each = var.domain_type == "kvm" ? [1] : []
+    content {
+      mode = "host-passthrough"
+    }
+  }
+
+  disk {
+    file = terraform_data.disks[each.key].input.overlay
+  }
+
+  disk {
+    file = terraform_data.disks[each.key].input.seed
+  }
+
+  network_interface {
+    network_id = libvirt_network.this.id
+    hostname   = each.key
+    mac        = each.value.mac
+    addresses  = [each.value.ip]
+  }
+
+  xml {
+    xslt = templatefile("${path.module}/files/domain.xsl.tftpl", {
+      console_log = each.value.console_log
+    })
+  }
+}

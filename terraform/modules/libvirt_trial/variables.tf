@@ -1,0 +1,100 @@
+variable "trial_id" {
+  description = "Trial id; every libvirt object and disk is named hx-<trial_id>[-<node>]."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9-]{0,62}$", var.trial_id))
+    error_message = "trial_id must be lowercase letters, digits and dashes (at most 63)."
+  }
+}
+
+variable "campaign" {
+  description = "Campaign the trial belongs to; recorded in each domain's description."
+  type        = string
+  default     = ""
+}
+
+variable "libvirt_uri" {
+  description = "libvirt connection URI."
+  type        = string
+  default     = "qemu:///system"
+}
+
+variable "bridge_name" {
+  description = "Linux bridge of the trial network (at most 15 characters, derived from a hash of the trial id by the harness)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^[a-z0-9-]{1,15}$", var.bridge_name))
+    error_message = "bridge_name must be 1-15 lowercase letters, digits or dashes."
+  }
+}
+
+variable "cidr" {
+  description = "IPv4 subnet of the isolated trial network; the host bridge takes .1, nodes .10 upwards."
+  type        = string
+  default     = "10.213.0.0/24"
+
+  validation {
+    condition     = can(cidrhost(var.cidr, 16)) && !strcontains(var.cidr, ":")
+    error_message = "cidr must be an IPv4 subnet with room for at least 16 hosts."
+  }
+}
+
+variable "domain_type" {
+  description = "libvirt domain type: kvm when /dev/kvm really works, else qemu (TCG)."
+  type        = string
+  default     = "qemu"
+
+  validation {
+    condition     = contains(["kvm", "qemu"], var.domain_type)
+    error_message = "domain_type must be kvm or qemu."
+  }
+}
+
+variable "base_image" {
+  description = "Absolute path of the cached base qcow2; each node boots a qcow2 overlay on it."
+  type        = string
+}
+
+variable "kernel" {
+  description = "Absolute path of the kernel booted directly (the base image's vmlinuz)."
+  type        = string
+}
+
+variable "initrd" {
+  description = "Absolute path of the initramfs matching the kernel."
+  type        = string
+}
+
+variable "kernel_cmdline" {
+  description = "Extra kernel arguments, appended to root=/dev/vda rw console=ttyS0."
+  type        = map(string)
+  default     = {}
+}
+
+variable "disk_dir" {
+  description = "Absolute directory (in the trial dir) for the per-node overlays, seed disks and console logs."
+  type        = string
+}
+
+variable "ssh_public_key" {
+  description = "The per-trial public key installed as root's authorized_keys on every node."
+  type        = string
+}
+
+variable "nodes" {
+  description = "Nodes by name, in order (the first is the primary). ip and mac default to cidrhost(cidr, 10 + index) and a MAC derived from the trial and node."
+  type = list(object({
+    name      = string
+    vcpu      = optional(number, 1)
+    memory_mb = optional(number, 1024)
+    ip        = optional(string)
+    mac       = optional(string)
+  }))
+
+  validation {
+    condition     = length(var.nodes) > 0 && alltrue([for n in var.nodes : can(regex("^[a-z][a-z0-9-]{0,30}$", n.name))])
+    error_message = "nodes must be non-empty; names are lowercase hostnames (letters, digits, dashes)."
+  }
+}
