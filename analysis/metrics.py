@@ -42,12 +42,17 @@ def attempts(trials: pl.DataFrame) -> pl.DataFrame:
 
 def task_means(trials: pl.DataFrame, tasks: list[str]) -> pl.DataFrame:
     """One row per (config, task) of the full grid: `mean`, `best`, `n` (0 when missing)."""
+    return _grid(trials.lazy(), tasks).collect()
+
+
+def _grid(trials: pl.LazyFrame, tasks: list[str]) -> pl.LazyFrame:
     configs = trials.select("config").unique()
     per_task = (attempts(trials).group_by("config", "task")
                 .agg(mean=pl.col("score").mean(), best=pl.col("score").max(),
                      n=pl.len().cast(pl.Int64)))
-    grid = configs.join(pl.DataFrame({"task": tasks}, schema={"task": pl.String}), how="cross")
-    return (grid.join(per_task, on=["config", "task"], how="left")
+    task_set = pl.LazyFrame({"task": tasks}, schema={"task": pl.String})
+    return (configs.join(task_set, how="cross")
+            .join(per_task, on=["config", "task"], how="left")
             .with_columns(attempted=pl.col("n").is_not_null(),
                           mean=pl.col("mean").fill_null(0.0), best=pl.col("best").fill_null(0.0),
                           n=pl.col("n").fill_null(0)))
@@ -63,8 +68,8 @@ def leaderboard(trials: pl.DataFrame, tasks: list[str],
     and `pareto` (on the cost vs Attempt Pass@0.5 frontier).
     """
     n_tasks = len(tasks)
-    grid = task_means(trials, tasks)
-    per_task = grid.group_by("config").agg(
+    trials = trials.lazy()
+    per_task = _grid(trials, tasks).group_by("config").agg(
         tasks=pl.col("attempted").sum().cast(pl.Int64),
         tasks_total=pl.lit(n_tasks, dtype=pl.Int64),
         score=100 * pl.col("mean").mean(),
@@ -98,7 +103,8 @@ def leaderboard(trials: pl.DataFrame, tasks: list[str],
         *[pl.col(f"pass@{tau_label(t)}_n").fill_null(0) for t in taus],
         score_per_usd=pl.when(pl.col("cost_usd") > 0)
         .then(pl.col("score") / pl.col("cost_usd")),
-        risk_total=pl.sum_horizontal(*[f"risk_{t}" for t in RISK_TYPES]).cast(pl.Int64))
+        risk_total=pl.sum_horizontal(*[f"risk_{t}" for t in RISK_TYPES]).cast(pl.Int64)
+    ).collect()
     board = board.with_columns(pareto=frontier(board, cost="cost_usd", value="_p05"))
     columns = ["config", "agent", "model", "tasks", "tasks_total", "trials", "score", "sem"]
     for t in taus:

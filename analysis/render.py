@@ -83,30 +83,76 @@ def bucket_rows(analysis: Analysis) -> tuple[list[str], list[list[str]]]:
     return ["Configuration", *[LABELS[b] for b in BUCKETS]], rows
 
 
-def print_table(analysis: Analysis, console=None) -> None:
-    """The leaderboard and the lifecycle funnel as Rich tables."""
+BREAKDOWNS = ("bucket", "layer", "gate", "task", "check")
+
+
+def pivot_rows(frame: pl.DataFrame, key: str, configs: list[str],
+               value: str = "rate") -> list[list[str]]:
+    """Rows of `key` x columns of configuration; `rate` cells read "x% (passed/total)"."""
+    cells = {(r[key], r["config"]): r for r in frame.iter_rows(named=True)}
+    keys = sorted(set(frame[key].to_list()),
+                  key=BUCKETS.index if key == "bucket" else None)
+    rows = []
+    for k in keys:
+        row = [LABELS.get(k, k) if key == "bucket" else k]
+        for c in configs:
+            r = cells.get((k, c))
+            if r is None:
+                row.append("-")
+            elif value == "rate":
+                row.append(fraction(r["rate"], r["passed"], r["total"]))
+            else:
+                row.append(f"{r[value]:.1f}")
+        rows.append(row)
+    return rows
+
+
+def breakdown_section(analysis: Analysis, by: str) -> tuple:
+    """`(title, headers, rows, left columns)`: check pass rate per `by` and configuration,
+    or the per-check table."""
+    if by not in BREAKDOWNS:
+        from harness.errors import InputError
+
+        raise InputError(f"unknown breakdown {by!r}; valid: {', '.join(BREAKDOWNS)}", key="--by")
+    configs = analysis.leaderboard["config"].to_list()
+    if by == "check":
+        rows = [[r["task"], r["gate"], r["name"], LABELS[r["bucket"]],
+                 "yes" if r["scored"] else "no", f"{r['p']:.3f} ({r['passed']}/{r['total']})",
+                 "-" if r["w"] is None else f"{r['w']:.3f}"]
+                for r in analysis.check_table().iter_rows(named=True)]
+        return ("Checks: population pass rate p_c and weight w_c in use",
+                ["Task", "Gate", "Check", "Bucket", "Scored", "p_c", "w_c"], rows, (0, 1, 2, 3))
+    frame = analysis.buckets(("config",)) if by == "bucket" else analysis.breakdown(by)
+    return (f"Check pass rate by {by}", [by.capitalize(), *configs],
+            pivot_rows(frame, by, configs), (0,))
+
+
+def sections(analysis: Analysis, by: tuple[str, ...] = ()) -> list[tuple]:
+    """The tables to show: leaderboard, lifecycle funnel, then each requested breakdown."""
+    headers, rows = display_rows(analysis)
+    b_headers, b_rows = bucket_rows(analysis)
+    title = (f"Leaderboard: {len(analysis.tasks)} tasks, {analysis.records.trials.height} "
+             f"records, weights {analysis.weights_mode}")
+    return [(title, headers, rows, (1, len(headers) - 2)),
+            ("Lifecycle buckets (check pass rate)", b_headers, b_rows, (0,)),
+            *(breakdown_section(analysis, b) for b in by)]
+
+
+def print_table(analysis: Analysis, by: tuple[str, ...] = (), console=None) -> None:
+    """The leaderboard, the lifecycle funnel and any breakdowns as Rich tables."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
     if not console.is_terminal:
         console.width = max(console.width, 200)
-    headers, rows = display_rows(analysis)
-    title = (f"Leaderboard: {len(analysis.tasks)} tasks, {analysis.records.trials.height} "
-             f"records, weights {analysis.weights_mode}")
-    table = Table(title=title, header_style="bold")
-    for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i in (1, len(headers) - 2) else "right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    headers, rows = bucket_rows(analysis)
-    funnel = Table(title="Lifecycle buckets (check pass rate)", header_style="bold")
-    for i, header in enumerate(headers):
-        funnel.add_column(header, justify="left" if i == 0 else "right")
-    for row in rows:
-        funnel.add_row(*row)
-    console.print(funnel)
+    for title, headers, rows, left in sections(analysis, by):
+        table = Table(title=title, header_style="bold")
+        for i, header in enumerate(headers):
+            table.add_column(header, justify="left" if i in left else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
 
 
 def markdown_table(headers: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> str:
@@ -117,13 +163,12 @@ def markdown_table(headers: list[str], rows: list[list[str]], left: tuple[int, .
     return "\n".join([line(headers), line(aligns), *(line(r) for r in rows)])
 
 
-def to_markdown(analysis: Analysis) -> str:
-    """Leaderboard and lifecycle funnel as Markdown."""
-    headers, rows = display_rows(analysis)
-    b_headers, b_rows = bucket_rows(analysis)
-    return (f"## Leaderboard ({len(analysis.tasks)} tasks, weights {analysis.weights_mode})\n\n"
-            f"{markdown_table(headers, rows, (1, len(headers) - 2))}\n\n## Lifecycle buckets\n\n"
-            f"{markdown_table(b_headers, b_rows)}\n")
+def to_markdown(analysis: Analysis, by: tuple[str, ...] = ()) -> str:
+    """The same tables as Markdown, one `##` section each."""
+    out = []
+    for title, headers, rows, left in sections(analysis, by):
+        out.append(f"## {title}\n\n{markdown_table(headers, rows, left)}\n")
+    return "\n".join(out)
 
 
 def to_json(analysis: Analysis) -> str:
@@ -135,6 +180,7 @@ def to_json(analysis: Analysis) -> str:
         "lifecycle_by_config": analysis.buckets(("config",)).to_dicts(),
         "by_layer": analysis.breakdown("layer").to_dicts(),
         "by_gate": analysis.breakdown("gate").to_dicts(),
+        "by_task_checks": analysis.breakdown("task").to_dicts(),
         "by_task": analysis.task_means().select("config", "task", "n", "mean", "best").to_dicts(),
         "checks": analysis.check_table().to_dicts(),
         "frontier": analysis.leaderboard.filter(pl.col("pareto"))["config"].to_list(),

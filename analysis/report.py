@@ -22,7 +22,7 @@ import polars as pl
 from analysis import charts
 from analysis.lifecycle import BUCKETS, LABELS
 from analysis.pipeline import Analysis
-from analysis.render import bucket_rows, display_rows, fraction
+from analysis.render import bucket_rows, display_rows, fraction, pivot_rows
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1400px;color:#222;padding:0 1em}
@@ -128,22 +128,8 @@ def drilldown(analysis: Analysis) -> str:
 
 
 def breakdown_table(frame: pl.DataFrame, key: str, configs: list[str], value: str) -> str:
-    """Pivot `frame` (config, key, value) into rows of `key` x columns of configuration."""
-    keys = sorted(set(frame[key].to_list()))
-    cells = {(r[key], r["config"]): r for r in frame.iter_rows(named=True)}
-    rows = []
-    for k in keys:
-        row = [k]
-        for c in configs:
-            r = cells.get((k, c))
-            if r is None:
-                row.append("-")
-            elif value == "rate":
-                row.append(fraction(r["rate"], r["passed"], r["total"]))
-            else:
-                row.append(f"{r[value]:.1f}")
-        rows.append(row)
-    return table([key.capitalize(), *configs], rows)
+    """Rows of `key` x columns of configuration (see `render.pivot_rows`)."""
+    return table([key.capitalize(), *configs], pivot_rows(frame, key, configs, value))
 
 
 def build_html(analysis: Analysis) -> str:

@@ -37,14 +37,15 @@ WEIGHT_SCHEMA = {"task": pl.String, "gate": pl.String, "name": pl.String,
 
 def derive(trials: pl.DataFrame, checks: pl.DataFrame) -> pl.DataFrame:
     """Weights from the population: one row per scored (task, gate, name) with p_c and w."""
-    population = trials.filter(~pl.col("status").is_in(NOT_ATTEMPTS)).select("trial_id")
-    return (checks.filter(pl.col("scored"))
-            .join(population, on="trial_id", how="semi")
+    excluded = trials.filter(pl.col("status").is_in(NOT_ATTEMPTS))["trial_id"].implode()
+    return (checks.lazy()
+            .filter(pl.col("scored") & ~pl.col("trial_id").is_in(excluded))
             .group_by("task", "gate", "name")
             .agg(attempts=pl.len().cast(pl.Int64), pass_rate=pl.col("passed").mean())
             .with_columns(w=((1 - pl.col("pass_rate")) + FLOOR).round(6))
             .select(list(WEIGHT_SCHEMA))
-            .sort("task", "gate", "name"))
+            .sort("task", "gate", "name")
+            .collect())
 
 
 def apply(trials: pl.DataFrame, checks: pl.DataFrame,
@@ -55,22 +56,24 @@ def apply(trials: pl.DataFrame, checks: pl.DataFrame,
     value kept in `recorded_reward`, and the scored checks of weighted tasks that the
     weights do not list (they were given the maximum weight, 1.1).
     """
-    scored = (checks.filter(pl.col("scored"))
-              .join(weights.select("task").unique(), on="task", how="semi")
-              .join(weights.select("task", "gate", "name", "w"), on=["task", "gate", "name"],
-                    how="left"))
+    weighted_tasks = weights["task"].unique().implode()
+    scored = (checks.lazy()
+              .filter(pl.col("scored") & pl.col("task").is_in(weighted_tasks))
+              .join(weights.lazy().select("task", "gate", "name", "w"),
+                    on=["task", "gate", "name"], how="left"))
     missing = scored.filter(pl.col("w").is_null()).select("task", "gate", "name").unique()
     per_trial = (scored.with_columns(pl.col("w").fill_null(MAX_WEIGHT))
                  .group_by("trial_id")
                  .agg(weighted=(pl.col("w") * pl.col("passed")).sum() / pl.col("w").sum()))
     reward = pl.col("reward")
-    rescored = (trials.join(per_trial, on="trial_id", how="left")
+    rescored = (trials.lazy().join(per_trial, on="trial_id", how="left")
                 .with_columns(recorded_reward=reward,
                               reward=pl.when(reward.is_not_null() & (reward > 0)
                                              & pl.col("weighted").is_not_null())
                               .then(pl.col("weighted")).otherwise(reward))
                 .drop("weighted"))
-    return rescored, missing.sort("task", "gate", "name")
+    rescored, missing = pl.collect_all([rescored, missing.sort("task", "gate", "name")])
+    return rescored, missing
 
 
 def find_task_dirs(root: Path, warnings: list[str]) -> dict[str, Path]:

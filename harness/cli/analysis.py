@@ -56,6 +56,9 @@ def leaderboard(
         "--md", help="Print Markdown tables instead of the terminal table.")] = False,
     parquet: Annotated[Path | None, typer.Option(
         "--parquet", help="Also write the leaderboard as Parquet.", dir_okay=False)] = None,
+    by: Annotated[list[str] | None, typer.Option(
+        "--by", help="Also show check pass rates by bucket | layer | gate | task, or the "
+                     "per-check table with p_c and w_c (check); repeatable.")] = None,
     tau: Taus = None,
     weights: Weights = None,
     tasks: Tasks = None,
@@ -67,6 +70,11 @@ def leaderboard(
         raise InputError("choose one of --json and --md", key="--json/--md")
     from analysis import render
 
+    by = tuple(by or ())
+    for name in by:
+        if name not in render.BREAKDOWNS:
+            raise InputError(f"unknown breakdown {name!r}; valid: {', '.join(render.BREAKDOWNS)}",
+                             key="--by")
     result = _analyze(run_dirs, tasks, weights, tau)
     if csv:
         render.write_csv(result, csv)
@@ -75,9 +83,9 @@ def leaderboard(
     if json_out:
         typer.echo(render.to_json(result))
     elif md:
-        typer.echo(render.to_markdown(result))
+        typer.echo(render.to_markdown(result, by))
     else:
-        render.print_table(result)
+        render.print_table(result, by)
 
 
 def report(

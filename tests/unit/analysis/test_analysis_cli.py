@@ -123,3 +123,15 @@ def test_report_writes_self_contained_html(app, write_run, tmp_path):
     for chart in ("heatmap", "funnel", "scatter"):
         assert f'id="{chart}"' in html
     assert "https://" not in html and "src=" not in html
+
+
+def test_breakdowns_by_layer_gate_task_and_check(app, write_run):
+    result = invoke(app, "leaderboard", write_run(records()), "--md", "--by", "layer",
+                    "--by", "gate", "--by", "task", "--by", "check", "--weights", "derive")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for title in ("Check pass rate by layer", "by gate", "by task", "p_c and weight w_c"):
+        assert title in out
+    assert "| t1 | immediate | stale marker gone | Cleanup | yes | 0.333 (1/3) | 0.767 |" in out
+    bad = invoke(app, "leaderboard", write_run(records()), "--by", "colour")
+    assert isinstance(bad.exception, InputError) and "valid: bucket" in str(bad.exception)
