@@ -29,6 +29,18 @@ TOOLS = ("terraform", "qemu-img", "qemu-system-x86_64", "mkfs.ext4", "ssh", "ssh
 DEFAULT_CPUS, DEFAULT_MEMORY_MB = 1, 1024
 
 
+def detect_domain_type() -> str:
+    """kvm when the base image's kernel really boots under KVM here, else qemu (TCG).
+
+    HARNESS_VM_DOMAIN_TYPE overrides the probe (cached per host boot by `host.kvm_works`).
+    """
+    forced = os.environ.get("HARNESS_VM_DOMAIN_TYPE")
+    if forced in ("kvm", "qemu"):
+        return forced
+    kernel, _ = kernel_paths(image_dir() / "disk.qcow2")
+    return "kvm" if host.kvm_works(kernel)[0] else "qemu"
+
+
 class LibvirtSubstrate(Substrate):
     """VMs under libvirt; `vm` is one node, `vm-cluster` any number of nodes."""
 
@@ -41,7 +53,7 @@ class LibvirtSubstrate(Substrate):
         self.name = name  # type: ignore[misc]
         self.uri = uri
         self.boot_timeout = boot_timeout
-        self._domain_type = domain_type or os.environ.get("HARNESS_VM_DOMAIN_TYPE") or None
+        self._domain_type = domain_type
         self.options = kwargs
 
     def terraform_module(self) -> Path:
@@ -53,8 +65,7 @@ class LibvirtSubstrate(Substrate):
     def domain_type(self) -> str:
         """kvm when a kernel really boots under KVM here, else qemu (TCG)."""
         if self._domain_type is None:
-            kernel, _ = kernel_paths(image_dir() / "disk.qcow2")
-            self._domain_type = "kvm" if host.kvm_works(kernel)[0] else "qemu"
+            self._domain_type = detect_domain_type()
         return self._domain_type
 
     def _task_nodes(self, spec: TrialSpec) -> list[dict[str, Any]]:

@@ -1,0 +1,150 @@
+"""Unit tests of the vm substrate's rendering: names, bridge and subnet derivation, module
+variables, nodes and inventory. Nothing here touches libvirt (the domain type is pinned)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.errors import InputError
+from harness.substrates.base import TrialSpec
+from harness.substrates.libvirt import LibvirtSubstrate, naming, ssh
+
+MODULE = Path(__file__).resolve().parents[2] / "terraform" / "modules" / "libvirt_trial"
+
+
+@dataclass
+class FakeNode:
+    name: str
+    cpus: int | None = None
+    memory_mb: int | None = None
+
+
+@dataclass
+class FakeTask:
+    """Stand-in for the Task model: only the attributes the substrate reads."""
+
+    name: str = "demo"
+    nodes: list[FakeNode] = field(default_factory=lambda: [FakeNode("node1")])
+    network: str | None = None
+
+
+@pytest.fixture
+def substrate(monkeypatch) -> LibvirtSubstrate:
+    sub = LibvirtSubstrate("vm-cluster", domain_type="qemu")
+    monkeypatch.setattr("harness.substrates.libvirt.host.taken_subnets", lambda uri: set())
+    return sub
+
+
+def spec(tmp_path: Path, task: FakeTask | None = None, trial: str = "t-0001") -> TrialSpec:
+    return TrialSpec(trial_id=trial, campaign="camp", task=task or FakeTask(), root=tmp_path,
+                     image=str(tmp_path / "img" / "disk.qcow2"))
+
+
+@pytest.mark.parametrize("trial", ["a", "t-0001", "x" * 63, "camp-2026-11-29-task-abc-3"])
+def test_bridge_name_fits_ifnamsiz(trial):
+    name = naming.bridge_name(trial)
+    assert len(name) <= 15
+    assert re.fullmatch(r"hx-[0-9a-f]{12}", name)
+    assert naming.bridge_name(trial) == name
+
+
+def test_bridge_names_differ_per_trial():
+    names = {naming.bridge_name(f"t-{i}") for i in range(500)}
+    assert len(names) == 500
+
+
+@pytest.mark.parametrize("bad", ["", "-x", "a b", "a_b", "x" * 64, "ünï"])
+def test_trial_name_rejects_what_libvirt_cannot_name(bad):
+    with pytest.raises(InputError):
+        naming.trial_name(bad)
+
+
+def test_trial_subnet_is_stable_and_skips_taken():
+    first = naming.trial_subnet("t-1")
+    assert first.prefixlen == 24 and first.subnet_of(naming.SUBNET_POOL)
+    assert naming.trial_subnet("t-1") == first
+    second = naming.trial_subnet("t-1", {first})
+    assert second != first and not second.overlaps(first)
+    wide = ipaddress.ip_network("10.128.0.0/10")
+    with pytest.raises(InputError):
+        naming.trial_subnet("t-1", {wide})
+
+
+def test_terraform_vars(substrate, tmp_path):
+    task = FakeTask(nodes=[FakeNode("db", cpus=2, memory_mb=2048), FakeNode("web")])
+    tf = substrate.terraform_vars(spec(tmp_path, task))
+    assert tf["trial_id"] == "t-0001"
+    assert tf["bridge_name"] == naming.bridge_name("t-0001")
+    assert tf["domain_type"] == "qemu"
+    assert tf["nodes"] == [{"name": "db", "vcpu": 2, "memory_mb": 2048},
+                           {"name": "web", "vcpu": 1, "memory_mb": 1024}]
+    assert tf["base_image"] == str(tmp_path / "img" / "disk.qcow2")
+    assert tf["kernel"] == str(tmp_path / "img" / "vmlinuz")
+    assert tf["initrd"] == str(tmp_path / "img" / "initrd.img")
+    assert tf["disk_dir"] == str(tmp_path / "vm")
+    assert ipaddress.ip_network(tf["cidr"]).prefixlen == 24
+    assert tf["ssh_public_key"].startswith("ssh-ed25519 ")
+    assert ssh.key_path(tmp_path).exists()
+    assert substrate.terraform_vars(spec(tmp_path, task))["ssh_public_key"] == tf["ssh_public_key"]
+    json.dumps(tf)
+
+
+def test_pinned_network_is_used(substrate, tmp_path):
+    tf = substrate.terraform_vars(spec(tmp_path, FakeTask(network="192.168.77.0/24")))
+    assert tf["cidr"] == "192.168.77.0/24"
+
+
+def test_vm_takes_one_node_only(tmp_path):
+    sub = LibvirtSubstrate("vm", domain_type="qemu")
+    with pytest.raises(InputError, match="vm-cluster"):
+        sub.terraform_vars(spec(tmp_path, FakeTask(nodes=[FakeNode("a"), FakeNode("b")])))
+
+
+def test_unknown_substrate_name():
+    with pytest.raises(InputError):
+        LibvirtSubstrate("docker")
+
+
+def test_nodes_and_inventory(substrate, tmp_path):
+    task = FakeTask(nodes=[FakeNode("db"), FakeNode("web")])
+    s = spec(tmp_path, task)
+    raw = {"nodes": {"sensitive": False, "type": ["object"],
+                     "value": {"web": "10.1.0.11", "db": "10.1.0.10"}}}
+    nodes = substrate.nodes(s, raw)
+    assert [n.name for n in nodes] == ["db", "web"]
+    assert nodes[0].primary and not nodes[1].primary
+    assert nodes[1].host == nodes[1].cluster_ip == "10.1.0.11"
+    assert nodes[0].extra["domain"] == "hx-t-0001-db"
+    assert substrate.nodes(s, {"nodes": {"web": "10.1.0.11", "db": "10.1.0.10"}}) == nodes
+    inv = substrate.inventory(s, nodes)
+    db = inv["all"]["hosts"]["db"]
+    assert db["ansible_host"] == "10.1.0.10"
+    assert db["ansible_user"] == "root"
+    assert db["ansible_ssh_private_key_file"] == str(ssh.key_path(tmp_path))
+    assert "StrictHostKeyChecking=no" in db["ansible_ssh_common_args"]
+    assert inv["all"]["children"]["primary"]["hosts"] == {"db": {}}
+
+
+def test_remote_command_quotes_and_limits():
+    line = ssh.remote_command("echo 'a b' && exit 3", 7.2, {"X": "1 2"})
+    assert line.startswith("export X='1 2'; exec timeout -k 5 8 bash -c ")
+    out = subprocess.run(["bash", "-c", line.replace("exec timeout -k 5 8 ", "")],
+                         capture_output=True, text=True)
+    assert out.stdout == "a b\n" and out.returncode == 3
+
+
+def test_module_variables_match_terraform_vars(substrate, tmp_path):
+    text = (MODULE / "variables.tf").read_text()
+    blocks = dict(re.findall(r'variable "(\w+)" \{(.*?)\n\}', text, re.S))
+    for name, body in blocks.items():
+        assert "description" in body and "type" in body, name
+    required = {name for name, body in blocks.items() if "default" not in body}
+    rendered = set(substrate.terraform_vars(spec(tmp_path)))
+    assert required <= rendered <= set(blocks)
