@@ -75,3 +75,12 @@ def test_judge_without_a_key_is_a_config_error(tmp_path, app, monkeypatch):
     result = CliRunner().invoke(app, ["risk", str(trial), "--judge", "openai:gpt-4o-mini"])
     assert isinstance(result.exception, ConfigError)
     assert not (trial / "risk.json").exists()
+
+
+def test_module_import_stays_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, harness.cli.risk; "
+            "assert not [m for m in sys.modules if m.startswith(('harness.risk', 'rich'))]")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import yaml
@@ -19,6 +20,7 @@ def _load() -> list[dict]:
     return entries
 
 
+@cache
 def _classified() -> list[tuple[dict, set[str]]]:
     return [(e, {r.type for r in classify(e["cmd"], services=e.get("services"),
                                           cwd=e.get("cwd"))}) for e in _load()]

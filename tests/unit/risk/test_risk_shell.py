@@ -78,3 +78,17 @@ def test_tokenize_kinds():
     toks, subs = tokenize("a | b > f <<< s")
     assert [k for k, _ in toks] == ["word", "sep", "word", "redir", "word", "redir", "word"]
     assert subs == []
+
+
+def test_huge_commands_stay_fast():
+    import base64
+    import time
+
+    from harness.risk import classify
+
+    blob = base64.b64encode(bytes(range(256)) * 600).decode()
+    cmds = [f"echo {blob} | base64 -d > /tmp/x", "cat > /etc/x <<EOF\n" + "k = /v\n" * 20000
+            + "EOF", "ls " + "/a" * 50000]
+    start = time.perf_counter()
+    assert [classify(c) for c in cmds] == [[], [], []]
+    assert time.perf_counter() - start < 5
