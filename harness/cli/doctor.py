@@ -1,5 +1,31 @@
-"""CLI: doctor commands."""
+"""CLI: `harness doctor` - check the host and say how to fix what is missing."""
+
+from __future__ import annotations
+
+import json
+
+import typer
 
 
-def register(app):
-    """Add this noun's commands to the app."""
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor)
+
+
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Check dockerd, terraform and providers, ansible, libvirtd, KVM/TCG and disk space."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.doctor import run_checks
+
+    checks = run_checks()
+    if as_json:
+        print(json.dumps([c.to_dict() for c in checks], indent=2))
+    else:
+        table = Table("check", "status", "detail", "fix")
+        colors = {"PASS": "green", "WARN": "yellow", "FAIL": "red"}
+        for c in checks:
+            table.add_row(c.name, f"[{colors[c.status]}]{c.status}[/]", c.detail, c.fix)
+        Console().print(table)
+    if any(c.status == "FAIL" for c in checks):
+        raise typer.Exit(1)

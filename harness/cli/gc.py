@@ -1,5 +1,37 @@
-"""CLI: gc commands."""
+"""CLI: `harness gc` - remove leftovers of crashed or killed trials."""
+
+from __future__ import annotations
+
+import json
+
+import typer
 
 
-def register(app):
-    """Add this noun's commands to the app."""
+def register(app: typer.Typer) -> None:
+    app.command("gc")(gc)
+
+
+def gc(
+    campaign: str = typer.Option(None, "--campaign", help="Only this campaign's resources."),
+    trial: str = typer.Option(None, "--trial", help="Only this trial's resources."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report, remove nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+) -> None:
+    """Find and remove containers, networks, volumes, images, domains and disks left behind."""
+    from rich.console import Console
+
+    from harness.gc import collect_garbage
+
+    report = collect_garbage(campaign, trial, dry_run)
+    if as_json:
+        print(json.dumps({"found": report.found, "removed": report.removed,
+                          "skipped": report.skipped, "total": report.total}, indent=2))
+        return
+    con = Console()
+    for sub, items in report.found.items():
+        verb = "would remove" if dry_run else "removed"
+        con.print(f"{sub}: {len(items)} leftover(s)" + (f", {verb}:" if items else ""))
+        for item in report.removed.get(sub, items):
+            con.print(f"  {item}", highlight=False)
+    for sub, why in report.skipped.items():
+        con.print(f"[dim]{sub}: not checked ({why})[/dim]", highlight=False)

@@ -47,11 +47,15 @@ def main() -> None:
     """Entry point: run the app, turning a HarnessError into one red line and its exit code."""
     _register()
     try:
-        app(standalone_mode=False)
+        rv = app(standalone_mode=False)
     except HarnessError as exc:
         if _state["debug"] or "--debug" in sys.argv:
             raise
-        err_console.print(f"[red]error:[/red] {exc.message}", highlight=False, markup=True)
+        from rich.text import Text
+
+        lines = getattr(exc, "problems", None) or [exc.message]
+        for line in lines:
+            err_console.print(Text("error: ", style="red") + Text(line), soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -65,3 +69,4 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    sys.exit(rv if isinstance(rv, int) else 0)

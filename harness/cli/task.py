@@ -1,5 +1,91 @@
-"""CLI: task commands."""
+"""CLI: `harness task validate | list | new`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+task_app = typer.Typer(help="Validate, list and scaffold task packages.", no_args_is_help=True)
 
 
-def register(app):
-    """Add this noun's commands to the app."""
+def register(app: typer.Typer) -> None:
+    app.add_typer(task_app, name="task")
+
+
+@task_app.command("validate")
+def validate(paths: list[Path] = typer.Argument(..., help="Task dirs or dirs of tasks.")) -> None:
+    """Validate task packages; exit 1 with one line per problem."""
+    from rich.console import Console
+
+    from harness.errors import TaskError
+    from harness.task import discover_tasks, load_task
+
+    err = Console(stderr=True)
+    bad = 0
+    found = [t for p in paths for t in (discover_tasks(p) if p.is_dir() else [p])]
+    if not found:
+        found = list(paths)
+    for path in found:
+        try:
+            task = load_task(path)
+        except TaskError as exc:
+            bad += 1
+            for line in exc.problems:
+                print(line)
+            continue
+        for w in task.warnings:
+            err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[green]ok[/green] {task.name} ({path})", highlight=False)
+    if bad:
+        raise typer.Exit(1)
+
+
+@task_app.command("list")
+def list_tasks(
+    root: Path = typer.Argument(Path("tasks"), help="Directory to search for task.toml."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List the tasks under ROOT with their type, layer and difficulty."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.errors import TaskError
+    from harness.task import discover_tasks, load_task
+
+    rows = []
+    for path in discover_tasks(root):
+        try:
+            t = load_task(path)
+            m = t.config.metadata
+            rows.append({"name": t.name, "path": str(path), "type": t.env.type,
+                         "layer": m.layer, "difficulty": m.difficulty,
+                         "nodes": len(t.nodes), "valid": True, "problems": []})
+        except TaskError as exc:
+            rows.append({"name": path.name, "path": str(path), "valid": False,
+                         "problems": exc.problems})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table("task", "type", "layer", "difficulty", "nodes", "valid")
+    for r in rows:
+        table.add_row(r["name"], r.get("type", "-"), r.get("layer") or "-",
+                      r.get("difficulty") or "-", str(r.get("nodes", "-")),
+                      "yes" if r["valid"] else f"[red]no[/red] ({len(r['problems'])} problems)")
+    Console().print(table)
+
+
+@task_app.command("new")
+def new(
+    name: str = typer.Argument(..., help="Task name (lowercase, digits, '-')."),
+    kind: str = typer.Option("docker", "--type", help="docker, vm or vm-cluster."),
+    parent: Path = typer.Option(Path("tasks"), "--dir", help="Where to create it."),
+) -> None:
+    """Scaffold a task that validates as written."""
+    from harness.scaffold import new_task
+    from harness.task import load_task
+
+    root = new_task(name, kind, parent)
+    load_task(root)
+    print(f"created {root}; edit instruction.md, environment/, tests/test.sh, solution/solve.sh")

@@ -1,0 +1,128 @@
+"""`harness doctor`: is this host ready? Each check says PASS, WARN or FAIL and the fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+
+from harness.paths import harness_home, provider_mirror, terraform_cli_config
+
+SETUP = "run scripts/setup.sh"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # PASS | WARN | FAIL
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _docker() -> list[Check]:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        version = client.version().get("Version", "?")
+        checks = [Check("dockerd", "PASS", f"Docker engine {version} reachable")]
+    except Exception as exc:
+        return [Check("dockerd", "FAIL", f"not reachable: {exc}"[:200],
+                      f"{SETUP} (it installs docker.io and starts dockerd)")]
+    from harness.images import docker_base_status
+
+    ok, desc = docker_base_status()
+    checks.append(Check("docker base image", "PASS" if ok else "FAIL", desc,
+                        "" if ok else "harness image build --kind docker"))
+    return checks
+
+
+def _terraform() -> list[Check]:
+    from harness.terraform import PROVIDERS, terraform_version
+
+    try:
+        version = terraform_version()
+        major, minor = (int(x) for x in version.split(".")[:2])
+        status = "PASS" if (major, minor) >= (1, 5) else "FAIL"
+        checks = [Check("terraform", status, f"Terraform {version}",
+                        "" if status == "PASS" else f"{SETUP} (installs Terraform 1.11)")]
+    except Exception as exc:
+        checks = [Check("terraform", "FAIL", str(exc)[:200], SETUP)]
+    rc = terraform_cli_config()
+    checks.append(Check("terraform CLI config", "PASS" if rc.exists() else "FAIL", str(rc),
+                        "" if rc.exists() else SETUP))
+    for name, p in PROVIDERS.items():
+        d = provider_mirror() / "registry.terraform.io" / p["source"] / p["version"]
+        found = list(d.glob("linux_amd64/terraform-provider-*")) if d.exists() else []
+        checks.append(Check(f"provider {p['source']}", "PASS" if found else "FAIL",
+                            str(found[0]) if found else f"missing in {d.parent}",
+                            "" if found else f"scripts/providers/{name}.sh"))
+    return checks
+
+
+def _ansible() -> list[Check]:
+    checks = []
+    try:
+        import ansible_runner  # noqa: F401
+        from ansible.release import __version__ as core_version
+
+        checks.append(Check("ansible", "PASS", f"ansible-core {core_version} + ansible-runner"))
+    except ImportError as exc:
+        return [Check("ansible", "FAIL", str(exc), SETUP)]
+    try:
+        import ansible_collections.community.docker as cd
+
+        checks.append(Check("collection community.docker", "PASS", list(cd.__path__)[0]))
+    except ImportError:
+        checks.append(Check("collection community.docker", "FAIL", "not installed",
+                            "pip install ansible (Galaxy is not used)"))
+    return checks
+
+
+def _libvirt() -> list[Check]:
+    virsh = shutil.which("virsh")
+    if not virsh:
+        return [Check("libvirtd", "WARN", "virsh not installed (VM substrates unavailable)",
+                      SETUP)]
+    proc = subprocess.run([virsh, "-c", "qemu:///system", "version"], capture_output=True,
+                          text=True, timeout=20)
+    if proc.returncode != 0:
+        return [Check("libvirtd", "WARN", "not reachable (VM substrates unavailable)",
+                      "virtlogd -d; libvirtd -d   (or scripts/setup.sh)")]
+    return [Check("libvirtd", "PASS", proc.stdout.strip().splitlines()[-1][:120])]
+
+
+def _kvm() -> Check:
+    """KVM vs TCG. Nested KVM can pass a BIOS probe and still hang a guest kernel, so the
+    decision comes from the vm substrate's own boot probe when it is available."""
+    if not os.path.exists("/dev/kvm"):
+        return Check("kvm", "WARN", "/dev/kvm missing: VM domains use type=qemu (TCG, slower)")
+    try:
+        from harness.substrates.libvirt import detect_domain_type
+
+        kind = detect_domain_type()
+    except Exception:
+        return Check("kvm", "WARN", "/dev/kvm present; not probed (vm substrate unavailable): "
+                     "VM domains default to type=qemu (TCG)")
+    if kind == "kvm":
+        return Check("kvm", "PASS", "KVM boots a guest: VM domains use type=kvm")
+    return Check("kvm", "WARN", "KVM does not boot a guest here (nested): VM domains use "
+                 "type=qemu (TCG)")
+
+
+def _disk() -> Check:
+    home = harness_home()
+    home.mkdir(parents=True, exist_ok=True)
+    free_gb = shutil.disk_usage(home).free / 2**30
+    status = "PASS" if free_gb >= 10 else "WARN" if free_gb >= 2 else "FAIL"
+    return Check("disk space", status, f"{free_gb:.1f} GiB free under {home}",
+                 "" if status == "PASS" else "free space (images and trial disks need ~10 GiB)")
+
+
+def run_checks() -> list[Check]:
+    checks = _docker() + _terraform() + _ansible() + _libvirt() + [_kvm(), _disk()]
+    return checks

@@ -1,0 +1,47 @@
+"""`harness gc`: find and remove everything the harness owns that no live trial needs.
+
+Ownership is by label (`harness.trial`, `harness.campaign`) on Docker objects and by the
+`hx-` name prefix elsewhere, so leftovers are found even after `kill -9`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.errors import HarnessError, RegistryError
+
+GC_SUBSTRATES = ("docker", "vm")
+
+
+@dataclass
+class GcReport:
+    """What gc found (and removed unless dry-run), per substrate; what it could not check."""
+
+    found: dict[str, list[str]] = field(default_factory=dict)
+    removed: dict[str, list[str]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(len(v) for v in self.found.values())
+
+
+def collect_garbage(campaign: str | None = None, trial: str | None = None,
+                    dry_run: bool = False) -> GcReport:
+    from harness.substrates import get_substrate
+
+    report = GcReport()
+    for name in GC_SUBSTRATES:
+        try:
+            sub = get_substrate(name)
+            found = sub.leftovers(campaign=campaign, trial=trial)
+        except (HarnessError, RegistryError) as exc:
+            report.skipped[name] = exc.message
+            continue
+        except Exception as exc:  # a substrate that cannot even be asked is reported
+            report.skipped[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        report.found[name] = found
+        if not dry_run:
+            report.removed[name] = sub.sweep(campaign=campaign, trial=trial)
+    return report
