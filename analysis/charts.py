@@ -30,16 +30,20 @@ def _svg(chart_id: str, width: float, height: float, body: list[str], title: str
 def heatmap(tasks: list[str], configs: list[str], values: dict[tuple[str, str], float | None],
             row_labels: dict[str, str] | None = None) -> str:
     """Task x configuration grid; `values[(task, config)]` in [0, 1], None for no trial."""
-    cell_w, cell_h, left, top = 74, 22, 260, 120
-    width, height = left + cell_w * len(configs) + 10, top + cell_h * len(tasks) + 10
+    labels = [(row_labels or {}).get(t, t) for t in tasks]
+    longest = max((len(c) for c in configs), default=4)
+    cell_w, cell_h = 74, 22
+    left = min(max(7 * max((len(t) for t in labels), default=4) + 20, 80), 360)
+    top = min(4 * longest + 30, 220)
+    width = left + cell_w * len(configs) + max(10, 6 * longest - cell_w / 2)
+    height = top + cell_h * len(tasks) + 10
     body = []
     for j, config in enumerate(configs):
         x = left + j * cell_w + cell_w / 2
         body.append(f'<text x="{x:.0f}" y="{top - 8}" transform="rotate(-35 {x:.0f} {top - 8})"'
                     f'>{escape(config)}</text>')
-    for i, task in enumerate(tasks):
+    for i, (task, label) in enumerate(zip(tasks, labels, strict=True)):
         y = top + i * cell_h
-        label = (row_labels or {}).get(task, task)
         body.append(f'<text x="{left - 8}" y="{y + 15}" text-anchor="end">{escape(label)}</text>')
         for j, config in enumerate(configs):
             value = values.get((task, config))

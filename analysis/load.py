@@ -83,7 +83,7 @@ def discover(paths: list[Path]) -> list[Path]:
 
 
 def load(paths: list[Path]) -> Records:
-    """Discover and read every trial record under `paths`; raise if there is none at all."""
+    """Discover and read every trial record under `paths`; raise if none is usable."""
     files = discover(paths)
     if not files:
         where = ", ".join(str(p) for p in paths)
@@ -98,6 +98,9 @@ def load(paths: list[Path]) -> Records:
             warnings.append(f"{file}: unreadable trial record ({exc}); skipped")
     out = from_dicts(records, warnings)
     out.files = len(files)
+    if out.trials.is_empty():
+        raise InputError(f"none of the {len(files)} trial records is usable; first problem: "
+                         f"{warnings[0] if warnings else 'none'}")
     return out
 
 

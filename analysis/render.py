@@ -191,9 +191,11 @@ def to_json(analysis: Analysis) -> str:
 
 def write_csv(analysis: Analysis, path: Path) -> None:
     """The leaderboard frame as CSV (one row per configuration, raw numbers)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     analysis.leaderboard.write_csv(path)
 
 
 def write_parquet(analysis: Analysis, path: Path) -> None:
     """The leaderboard frame as Parquet."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     analysis.leaderboard.write_parquet(path)

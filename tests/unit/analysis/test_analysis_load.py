@@ -89,3 +89,9 @@ def test_gates_are_read_and_top_level_checks_not_doubled(write_run):
     assert sorted(records.checks["gate"].to_list()) == ["durability", "immediate", "immediate"]
     assert records.gates.height == 2
     assert records.trials["config"].to_list() == ["oracle/m"]
+
+
+def test_no_usable_record_is_an_input_error(write_run):
+    run = write_run([make_record("t1", reward=None, status="cancelled")])
+    with pytest.raises(InputError, match="none of the 1 trial records is usable.*cancelled"):
+        load([run])
