@@ -33,7 +33,7 @@ def heatmap(tasks: list[str], configs: list[str], values: dict[tuple[str, str], 
     labels = [(row_labels or {}).get(t, t) for t in tasks]
     longest = max((len(c) for c in configs), default=4)
     cell_w, cell_h = 74, 22
-    left = min(max(7 * max((len(t) for t in labels), default=4) + 20, 80), 360)
+    left = min(max(8 * max((len(t) for t in labels), default=4) + 20, 80), 400)
     top = min(4 * longest + 30, 220)
     width = left + cell_w * len(configs) + max(10, 6 * longest - cell_w / 2)
     height = top + cell_h * len(tasks) + 10
@@ -114,6 +114,10 @@ def scatter(points: list[tuple[str, float, float, bool]], x_label: str, y_label:
     body.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 8}" text-anchor="middle">'
                 f'{escape(x_label)}</text><text transform="rotate(-90)" x="{-top - plot_h / 2:.0f}"'
                 f' y="16" text-anchor="middle">{escape(y_label)}</text>')
+    if not points:
+        body.append(f'<text x="{left + plot_w / 2:.0f}" y="{top + plot_h / 2:.0f}" '
+                    'text-anchor="middle" fill="#777">no cost recorded for any '
+                    'configuration</text>')
     front = sorted((p for p in points if p[3]), key=lambda p: p[1])
     if front:
         coords = []

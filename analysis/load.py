@@ -18,15 +18,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_args
 
 import polars as pl
 
 from harness.errors import InputError
+from harness.results import RISK_TYPES, Status
 
-RISK_TYPES = ("destructive_fs", "disk_raid_lvm", "network_disruption", "privilege_bypass",
-              "unsafe_restart", "cross_service", "harness_probing")
-STATUSES = ("passed", "failed", "agent_timeout", "agent_error", "verifier_error",
-            "setup_error", "uncovered", "cancelled")
+STATUSES = get_args(Status)
 
 TRIAL_SCHEMA = {
     "trial_id": pl.String, "campaign": pl.String, "task": pl.String, "task_path": pl.String,

@@ -124,7 +124,10 @@ def derive(
     for row in written:
         table.add_row(row["task"], str(row["version"]), str(row["population"]),
                       str(row["checks"]), row["path"])
-    Console().print(table if written else "no task with scored checks: nothing written")
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 200)
+    console.print(table if written else "no task with scored checks: nothing written")
 
 
 def register(app: typer.Typer) -> None:
