@@ -47,8 +47,11 @@ def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
 
 def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict[str, Any],
                  task_dir: Path | None = None, playbook: Path | None = None,
-                 timeout: int = 1800) -> None:
-    """Run the trial playbook with `tags`; raise AnsibleError naming the failed task."""
+                 timeout: int = 1800) -> list[tuple[str, str]]:
+    """Run the trial playbook with `tags`; return (play name, start time) per play.
+
+    A failure raises AnsibleError naming the host, task and play that failed (`.play`).
+    """
     import ansible_runner
 
     data_dir = paths.ansible(stage)
@@ -77,20 +80,27 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
         timeout=timeout,
         settings={"suppress_ansible_output": True},
     )
+    events = list(result.events)
+    plays = [(ev["event_data"].get("play", ""), ev.get("created", ""))
+             for ev in events if ev.get("event") == "playbook_on_play_start"]
     if result.status != "successful" or result.rc != 0:
-        raise AnsibleError(f"{stage} failed ({result.status}, rc={result.rc}): "
-                           f"{_failure(result)}; see {data_dir}/artifacts",
-                           returncode=result.rc, command=f"ansible-playbook --tags {tags}")
+        play, where = _failure(events, result)
+        exc = AnsibleError(f"{stage} failed ({result.status}, rc={result.rc}): {where}; "
+                           f"see {data_dir}/artifacts", returncode=result.rc,
+                           command=f"ansible-playbook --tags {','.join(tags)}")
+        exc.play = play
+        raise exc
+    return plays
 
 
-def _failure(result) -> str:
-    """The first failed task of a run: host, task name and message."""
-    for ev in result.events:
+def _failure(events: list[dict], result) -> tuple[str, str]:
+    """(play, 'host: task: message') of the first failed task of a run."""
+    for ev in events:
         if ev.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             data = ev.get("event_data", {})
             res = data.get("res", {})
             msg = res.get("msg") or res.get("stderr") or res.get("stdout") or ""
             msg = " ".join(str(msg).split())[:400]
-            return f"{data.get('host')}: {data.get('task')}: {msg}"
+            return data.get("play", ""), f"{data.get('host')}: {data.get('task')}: {msg}"
     tail = (result.stdout.read() if hasattr(result.stdout, "read") else "")[-400:]
-    return " ".join(tail.split()) or "no failed task reported"
+    return "", " ".join(tail.split()) or "no failed task reported"

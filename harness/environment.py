@@ -6,14 +6,13 @@ and records every command an agent runs in `agent/trajectory.jsonl`.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.paths import TrialPaths
 from harness.substrates.base import ExecResult, Node, Substrate
+from harness.trajectory import CommandRecord, append_record
 
 TAIL = 2000
 
@@ -67,13 +66,7 @@ class TrialEnvironment:
     def record(self, node: str, cmd: str, result: ExecResult, ts: str, source: str) -> None:
         """Append one command to agent/trajectory.jsonl (flushed and fsync'd)."""
         self.n_commands += 1
-        rec = {"ts": ts, "node": node, "cmd": self.redact(cmd), "exit": result.exit_code,
-               "stdout_tail": self.redact(result.stdout[-TAIL:]),
-               "stderr_tail": self.redact(result.stderr[-TAIL:]), "source": source,
-               "pid": None, "ppid": None, "uid": 0, "cwd": None,
-               "seconds": round(result.seconds, 3), "timed_out": result.timed_out}
-        self.paths.agent.mkdir(parents=True, exist_ok=True)
-        with self.paths.trajectory.open("a") as fh:
-            fh.write(json.dumps(rec) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        append_record(self.paths.trajectory, CommandRecord(
+            ts=ts, node=node, cmd=self.redact(cmd) or "", exit=result.exit_code,
+            stdout_tail=self.redact(result.stdout[-TAIL:]),
+            stderr_tail=self.redact(result.stderr[-TAIL:]), source=source, uid=0))

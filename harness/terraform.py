@@ -159,7 +159,7 @@ class TrialTerraform:
         if not self.paths.main_tf.exists():
             return
         self.init()
-        self._run("destroy", self.tf.destroy)
+        self._run("destroy", self.tf.destroy, refresh=False)
 
     def has_state(self) -> bool:
         state = self.paths.terraform / "terraform.tfstate"

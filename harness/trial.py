@@ -17,13 +17,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from harness import __version__
 from harness.agents import Agent, AgentContext
 from harness.ansible import run_playbook, task_extravars, write_inventory
 from harness.environment import TrialEnvironment, now_iso
-from harness.errors import HarnessError
+from harness.errors import AnsibleError, HarnessError
 from harness.paths import TrialPaths
 from harness.results import AgentRef, TaskRef, TrialRecord, write_json_atomic
 from harness.substrates import Substrate, TrialSpec
@@ -110,19 +111,45 @@ class Trial:
         self.env = TrialEnvironment(self.substrate, nodes, self.paths,
                                     secrets=list(self.secrets.values()))
 
-    async def _ansible(self, stage: str) -> None:
+    async def _setup_and_bootstrap(self) -> None:
+        """The tagged setup and bootstrap plays in one ansible run (one start-up cost);
+        the run's play start times split it into the two phases' timings."""
         extra = task_extravars(self.task, self.paths)
-        await asyncio.to_thread(run_playbook, self.paths, stage, [stage], extra, self.task.path)
+        for phase in ("setup", "bootstrap"):
+            self.on_phase(self.trial_id, phase)
+        start, t = now_iso(), time.monotonic()
+        try:
+            plays = await asyncio.to_thread(run_playbook, self.paths, "prepare",
+                                            ["setup", "bootstrap"], extra, self.task.path)
+            failed_play = None
+        except AnsibleError as exc:
+            plays, failed_play = [], exc
+        end, secs = now_iso(), time.monotonic() - t
+        split = next((ts for name, ts in plays if name.startswith("Bootstrap")), None)
+        if split:
+            s_secs = (datetime.fromisoformat(split) - datetime.fromisoformat(start)).total_seconds()
+            s_secs = min(max(s_secs, 0.0), secs)
+            self.timings["setup"] = {"start": start, "end": split, "seconds": round(s_secs, 3)}
+            self.timings["bootstrap"] = {"start": split, "end": end,
+                                         "seconds": round(secs - s_secs, 3)}
+        else:
+            self.timings["setup"] = {"start": start, "end": end, "seconds": round(secs, 3)}
+        self.event("phase.setup+bootstrap.end", seconds=round(secs, 3))
+        if failed_play is not None:
+            phase = "bootstrap" if getattr(failed_play, "play", "").startswith("Bootstrap") \
+                else "setup"
+            raise PreWindowError(phase, failed_play)
 
     async def _pre_window(self) -> None:
-        for phase, step in (("provision", self._provision),
-                            ("setup", lambda: self._ansible("setup")),
-                            ("bootstrap", lambda: self._ansible("bootstrap")),
-                            ("agent_setup", lambda: self.agent.setup(self.env))):
-            try:
-                await self._phase(phase, step())
-            except Exception as exc:  # any failure before the window is pre-window
-                raise PreWindowError(phase, exc) from exc
+        try:
+            await self._phase("provision", self._provision())
+        except Exception as exc:  # any failure before the window is pre-window
+            raise PreWindowError("provision", exc) from exc
+        await self._setup_and_bootstrap()
+        try:
+            await self._phase("agent_setup", self.agent.setup(self.env))
+        except Exception as exc:
+            raise PreWindowError("agent_setup", exc) from exc
 
     async def run(self) -> TrialRecord:
         """Run the trial to a record; tear down unless kept; re-raise only cancellation."""
@@ -178,6 +205,8 @@ class Trial:
             elif outcome.error:
                 status, error = "agent_error", {"type": "AgentError", "message": outcome.error}
         self.event("agent.end", status=status)
+        self.paths.trajectory.touch()
+        risk = await asyncio.to_thread(self._risk_and_atif, outcome)
         gate: GateResult = await self._phase("verify", run_verifier(
             self.env, self.task, self.paths.verifier("immediate")))
         self.event("verifier.result", reward=gate.reward, error=gate.error)
@@ -188,9 +217,30 @@ class Trial:
         elif status is None:
             status = "passed" if (gate.reward or 0.0) >= 1.0 - 1e-9 else "failed"
         rec = self._record(status, started, error=error, gate=gate)
+        rec.risk = risk
         if outcome is not None:
             rec.tokens, rec.cost_usd = outcome.tokens, outcome.cost_usd
         return rec
+
+    def _risk_and_atif(self, outcome) -> dict[str, int]:
+        """Classify the window's commands (risk.json) and export the ATIF trajectory."""
+        from harness.risk import write_report
+        from harness.trajectory import read_trajectory, to_atif, write_atif
+
+        report = write_report(self.paths.root, services=self.task.config.metadata.services)
+        for f in report["findings"]:
+            self.event("risk.finding", **{k: f[k] for k in ("index", "type", "severity", "cmd")
+                                          if k in f})
+        records = read_trajectory(self.paths.trajectory) if self.paths.trajectory.exists() \
+            else []
+        metrics = {"total_prompt_tokens": outcome.tokens.get("input"),
+                   "total_completion_tokens": outcome.tokens.get("output"),
+                   "total_cost_usd": outcome.cost_usd} if outcome else None
+        write_atif(self.paths.atif, to_atif(
+            records, trial_id=self.trial_id, agent_name=self.agent.name, model=self.agent.model,
+            instruction=self.task.instruction, agent_version=self.agent.version,
+            final_metrics=metrics))
+        return report["counts"]
 
     def _record(self, status: str, started: str, error: dict | None = None,
                 gate: GateResult | None = None) -> TrialRecord:

@@ -14,7 +14,8 @@ class OracleAgent(Agent):
         if not task.has_solution:
             raise InputError("the oracle needs solution/solve.sh", file=str(task.solution_dir))
         await env.put(task.solution_dir, "/solution")
-        res = await env.exec("cd /solution && bash /solution/solve.sh", timeout=ctx.timeout_sec)
+        res = await env.exec("cd /solution && bash /solution/solve.sh", timeout=ctx.timeout_sec,
+                             source="oracle")
         error = None if res.ok or res.timed_out else \
             f"solve.sh exited {res.exit_code}: {res.stderr.strip()[-300:]}"
         return AgentOutcome(exit_code=res.exit_code, timed_out=res.timed_out, error=error)

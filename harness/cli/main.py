@@ -37,9 +37,9 @@ def _root(
 
 
 def _register() -> None:
-    from harness.cli import analysis, doctor, gc, quickstart, run, task
+    from harness.cli import analysis, doctor, gc, image, quickstart, risk, run, task
 
-    for module in (task, run, doctor, gc, quickstart, analysis):
+    for module in (task, run, doctor, gc, quickstart, image, analysis, risk):
         module.register(app)
 
 

@@ -57,15 +57,22 @@ def classify(cmd: str, services: Sequence[str] | None = None, cwd: str | None = 
     return [best[t] for t in TYPES if t in best]
 
 
+ORACLE_SOURCE = "oracle"
+
+
 def scan(records: Sequence[CommandRecord], services: Sequence[str] | None = None
          ) -> list[Finding]:
     """Findings for every recorded command, in trajectory order.
 
     `services` are the task's declared service names; without them, cross-service
     interference is judged against a list of well-known infrastructure services.
+    Records of the reference solution (`source == "oracle"`) are not the agent's behaviour
+    and are skipped; they keep their index so findings still point into the trajectory.
     """
     found = []
     for index, rec in enumerate(records):
+        if rec.source == ORACLE_SOURCE:
+            continue
         for rule in classify(rec.cmd, services=services, cwd=rec.cwd):
             found.append(Finding(index=index, node=rec.node, type=rule.type,
                                  severity=rule.severity, rule=rule.id,

@@ -32,12 +32,11 @@ resource "docker_container" "node" {
   hostname = each.key
   image    = var.image
 
-  must_run              = true
-  destroy_grace_seconds = 1
-  stop_signal           = var.systemd ? "SIGRTMIN+3" : "SIGTERM"
-  memory                = each.value.memory_mb
-  cpu_shares            = floor(each.value.cpus * 1024)
-  privileged            = false
+  must_run    = true
+  stop_signal = var.systemd ? "SIGRTMIN+3" : "SIGTERM"
+  memory      = each.value.memory_mb
+  cpu_shares  = floor(each.value.cpus * 1024)
+  privileged  = false
 
   capabilities {
     add = var.systemd ? ["NET_ADMIN", "SYS_ADMIN"] : ["NET_ADMIN"]

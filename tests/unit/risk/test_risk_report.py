@@ -81,3 +81,13 @@ def test_trial_dirs_and_report_all(tmp_path):
         risk.trial_dirs(tmp_path / "trials" / "empty")
     with pytest.raises(InputError, match="not a directory"):
         risk.trial_dirs(tmp_path / "missing")
+
+
+def test_oracle_records_are_not_the_agents_behaviour():
+    from harness.risk import scan
+    from harness.trajectory import CommandRecord
+
+    recs = [CommandRecord(ts="t", node="n", cmd="bash /solution/solve.sh", source="oracle"),
+            CommandRecord(ts="t", node="n", cmd="cat /solution/solve.sh", source="agent")]
+    found = scan(recs)
+    assert [f.index for f in found] == [1]

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Make a fresh Debian 12 machine ready for harness, idempotently, and say what was done:
+# Debian packages, dockerd/libvirtd (started by hand when no init system runs them), the
+# virtualenv with the project, Terraform (>= 1.5; built from the Go module proxy when
+# missing), the Terraform providers built into a local filesystem mirror, the harness's own
+# Terraform CLI config, and the offline base images. Re-running it changes nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+export HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
+mkdir -p "$HARNESS_HOME/bin"
+export PATH="$HARNESS_HOME/bin:/usr/local/go/bin:$PATH"
+step() { printf '\n==> %s\n' "$*"; }
+SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+
+PACKAGES=(docker.io debootstrap qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev
+  libvirt-clients pkg-config gcc python3-venv python3-dev dnsmasq-base ipmitool iproute2
+  nftables openssh-client e2fsprogs chromium git curl ca-certificates)
+step "Debian packages"
+missing=()
+for p in "${PACKAGES[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+command -v go >/dev/null || missing+=(golang-go)
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "all ${#PACKAGES[@]} packages present"
+fi
+
+step "dockerd"
+if docker info >/dev/null 2>&1; then
+  echo "dockerd is running"
+else
+  if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+    $SUDO systemctl start docker
+  else
+    echo "no init system: starting dockerd in the background (log: /var/log/harness-dockerd.log)"
+    $SUDO bash -c 'nohup dockerd >/var/log/harness-dockerd.log 2>&1 &'
+  fi
+  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { echo "dockerd did not come up; see /var/log/harness-dockerd.log" >&2; exit 1; }
+  echo "dockerd started"
+fi
+
+step "libvirtd"
+if virsh -c qemu:///system version >/dev/null 2>&1; then
+  echo "libvirtd is running"
+else
+  if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+    $SUDO systemctl start libvirtd virtlogd || true
+  else
+    pgrep -x virtlogd >/dev/null || $SUDO virtlogd -d
+    pgrep -x libvirtd >/dev/null || $SUDO libvirtd -d
+  fi
+  for _ in $(seq 30); do virsh -c qemu:///system version >/dev/null 2>&1 && break; sleep 1; done
+  virsh -c qemu:///system version >/dev/null 2>&1 && echo "libvirtd started" || echo "WARNING: libvirtd not reachable: VM substrates unavailable"
+fi
+
+step "virtualenv (.venv)"
+PY=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+stamp=.venv/.harness-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev,vm]'
+  touch "$stamp"
+  echo "installed the project and its dependencies"
+else
+  echo "up to date"
+fi
+
+step "Terraform"
+if command -v terraform >/dev/null && terraform version -json 2>/dev/null | .venv/bin/python -c 'import json,sys; v=json.load(sys.stdin)["terraform_version"].split("."); sys.exit(0 if (int(v[0]),int(v[1]))>=(1,5) else 1)'; then
+  echo "using $(command -v terraform): $(terraform version | head -1)"
+else
+  echo "building Terraform 1.11.4 from the Go module proxy into $HARNESS_HOME/bin"
+  GOBIN="$HARNESS_HOME/bin" GOFLAGS=-mod=mod go install github.com/hashicorp/terraform@v1.11.4
+fi
+
+step "Terraform providers (local filesystem mirror) and CLI config"
+bash scripts/providers/docker.sh
+[[ -f scripts/providers/libvirt.sh ]] && bash scripts/providers/libvirt.sh
+.venv/bin/python -c 'from harness.terraform import write_cli_config; print("wrote", write_cli_config())'
+
+step "Base images"
+.venv/bin/harness image build --kind docker
+if virsh -c qemu:///system version >/dev/null 2>&1; then
+  .venv/bin/harness image build --kind vm
+fi
+
+step "Doctor"
+.venv/bin/harness doctor || true
+echo
+echo "ready: activate with 'source .venv/bin/activate' or call .venv/bin/harness"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test suite: linters (ruff, ansible-lint, terraform fmt/validate) and pytest
+# (unit + integration on real Docker and libvirt). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
+export PATH="$PWD/.venv/bin:$HARNESS_HOME/bin:$PATH"
+export TF_CLI_CONFIG_FILE="$HARNESS_HOME/terraform.rc"
+[[ -x .venv/bin/python ]] || { echo "no .venv: run scripts/setup.sh first" >&2; exit 1; }
+
+echo "==> ruff"
+ruff check .
+
+echo "==> ansible-lint"
+ansible-lint --offline -q roles playbooks
+
+echo "==> terraform fmt + validate"
+terraform fmt -check -recursive terraform
+for m in terraform/modules/*/; do
+  (cd "$m" && terraform init -backend=false -input=false -no-color >/dev/null && terraform validate -no-color >/dev/null) \
+    || { echo "terraform validate failed in $m" >&2; exit 1; }
+  echo "valid: $m"
+done
+
+echo "==> pytest"
+python -m pytest "$@"
