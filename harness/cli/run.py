@@ -45,6 +45,7 @@ def run(
             status.stop()
     if as_json:
         print(json.dumps(record.model_dump(mode="json"), indent=2))
+        _exit_for(record)
         return
     color = {"passed": "green", "failed": "yellow"}.get(record.status, "red")
     err.print(f"[{color}]{record.status}[/{color}] reward={record.reward} "
@@ -58,5 +59,13 @@ def run(
     err.print(f"  timings: {phases}")
     result_dir = Path(out).resolve() / "adhoc" / "trials" / record.trial_id
     err.print(f"  result: {result_dir / 'result.json'}")
-    if keep:
+    if keep and (result_dir / "KEPT.txt").exists():
         err.print((result_dir / "KEPT.txt").read_text(), highlight=False)
+    _exit_for(record)
+
+
+def _exit_for(record) -> None:
+    """Exit 0 whenever the trial ran; a trial that never reached its window is an error:
+    2 when the input was at fault (a Dockerfile that does not build), else 3."""
+    if record.status == "setup_error":
+        raise typer.Exit(2 if record.error and record.error.get("type") == "InputError" else 3)

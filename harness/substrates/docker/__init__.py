@@ -64,13 +64,7 @@ class DockerSubstrate(Substrate):
     def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.settings.docker_pool,
                                         self.settings.docker_prefix, spec.task.network)
-        hosts = list(ipaddress.ip_network(subnet).hosts())
-        env = spec.task.env
-        nodes = [{"name": n.name, "ipv4": str(hosts[9 + i]), "cpus": n.cpus or env.cpus,
-                  "memory_mb": n.memory_mb or env.memory_mb}
-                 for i, n in enumerate(spec.task.nodes)]
-        return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
-                "subnet": subnet, "nodes": nodes}
+        return render_vars(spec, subnet)
 
     def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
         out = tf_outputs.get("nodes") or {}
@@ -194,6 +188,16 @@ class DockerSubstrate(Substrate):
 
     def release(self, spec: TrialSpec) -> None:
         network.release_subnet(spec.trial_id)
+
+
+def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
+    """The docker_trial module's variables for a trial on `subnet` (nodes from .10 up)."""
+    hosts = list(ipaddress.ip_network(subnet).hosts())
+    env = spec.task.env
+    nodes = [{"name": n.name, "ipv4": str(hosts[9 + i]), "cpus": n.cpus or env.cpus,
+              "memory_mb": n.memory_mb or env.memory_mb} for i, n in enumerate(spec.task.nodes)]
+    return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
+            "subnet": subnet, "nodes": nodes}
 
 
 def _name(obj) -> str:

@@ -1,0 +1,174 @@
+"""Real trials on the real Docker engine, through Terraform and Ansible (marker: docker)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.agents import Agent, AgentOutcome, get_agent
+from harness.substrates import get_substrate
+from harness.task import load_task
+from harness.trial import Trial, make_trial_id
+from tests.conftest import docker_ready
+
+pytestmark = [pytest.mark.docker,
+              pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_DOCKER = ["hello-docker", "nginx-tls-mismatch", "log-volume-full"]
+
+
+def labeled(trial_id: str) -> list[str]:
+    """Every container, network and volume still carrying the trial's label."""
+    out = []
+    for kind in ("container", "network", "volume"):
+        cmd = ["docker", kind, "ls", "-q", "--filter", f"label=harness.trial={trial_id}"]
+        if kind == "container":
+            cmd.insert(3, "-a")
+        out += subprocess.run(cmd, capture_output=True, text=True).stdout.split()
+    return out
+
+
+def make_trial(task_dir: Path, agent, tmp_path: Path, **kw) -> Trial:
+    task = load_task(task_dir)
+    agent = get_agent(agent) if isinstance(agent, str) else agent
+    trial_id = make_trial_id(task.name, agent.name, 1)
+    return Trial(task=task, agent=agent, substrate=get_substrate("docker"),
+                 root=tmp_path / "trials" / trial_id, trial_id=trial_id, campaign="pytest", **kw)
+
+
+async def run_all(trials: list[Trial]):
+    return await asyncio.gather(*(t.run() for t in trials))
+
+
+@pytest.mark.parametrize("name", SEED_DOCKER)
+def test_seed_task_oracle_passes_nop_fails_nothing_left(name, seed_task, tmp_path):
+    task_dir = seed_task(name)
+    trials = [make_trial(task_dir, a, tmp_path) for a in ("oracle", "nop")]
+    oracle, nop = asyncio.run(run_all(trials))
+    assert oracle.status == "passed", oracle.error
+    assert oracle.reward == 1.0
+    assert nop.status == "failed" and nop.reward < 0.5
+    phases = {c["phase"] for c in oracle.checks if c["scored"]}
+    if name != "hello-docker":
+        assert phases == {"functional", "durability", "cleanup"}
+    for rec, trial in zip((oracle, nop), trials, strict=True):
+        assert rec.leaks == []
+        assert labeled(rec.trial_id) == []
+        saved = json.loads(trial.paths.result.read_text())
+        assert saved["reward"] == rec.reward and saved["status"] == rec.status
+        assert set(saved["timings"]) >= {"provision", "setup", "agent", "verify", "teardown"}
+        assert (trial.paths.root / "verifier" / "immediate" / "reward.json").exists()
+        assert (trial.paths.main_tf).exists() and trial.paths.inventory.exists()
+
+
+class SneakyAgent(Agent):
+    """Looks for the hidden tests and solution, then forges a perfect reward."""
+
+    name = "sneaky"
+
+    async def run(self, instruction, env, ctx):
+        res = await env.exec(
+            "for d in /tests /solution; do [ -e $d ] && echo present:$d || echo absent:$d; done;"
+            " mkdir -p /logs/verifier && echo 1.0 > /logs/verifier/reward.txt"
+            " && echo '{\"reward\": 1.0}' > /logs/verifier/reward.json", timeout=30)
+        self.seen = res.stdout
+        return AgentOutcome()
+
+
+def test_agent_cannot_see_tests_or_solution_and_forged_reward_is_discarded(seed_task, tmp_path):
+    agent = SneakyAgent()
+    trial = make_trial(seed_task("hello-docker"), agent, tmp_path)
+    rec = asyncio.run(trial.run())
+    assert "absent:/tests" in agent.seen and "absent:/solution" in agent.seen
+    assert rec.reward == 0.0 and rec.status == "failed"
+    assert rec.n_commands == 1
+    assert rec.risk["harness_probing"] >= 1
+    assert labeled(rec.trial_id) == []
+
+
+def test_verifier_garbage_is_a_verifier_error_with_its_text(seed_task, tmp_path):
+    task_dir = seed_task("hello-docker")
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\necho 'all good!!' > /logs/verifier/reward.txt\n")
+    rec = asyncio.run(make_trial(task_dir, "oracle", tmp_path).run())
+    assert rec.status == "verifier_error"
+    assert rec.reward is None
+    assert "reward.txt is not a number" in rec.error["message"]
+    assert "all good!!" in rec.error["text"]
+    assert labeled(rec.trial_id) == []
+
+
+def cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=600, **kw)
+
+
+def test_broken_dockerfile_one_line_error_nothing_left(seed_task, tmp_path):
+    task_dir = seed_task("hello-docker")
+    (task_dir / "environment" / "Dockerfile").write_text(
+        "FROM debian:bookworm\nRUN echo about to fail && exit 3\n")
+    res = cli("run", str(task_dir), "--agent", "nop", "--out", str(tmp_path), "--json")
+    assert res.returncode == 2, res.stderr
+    rec = json.loads(res.stdout)
+    assert rec["status"] == "setup_error"
+    assert "docker build failed" in rec["error"]["message"]
+    assert "Dockerfile" in rec["error"]["message"]
+    assert "Traceback" not in res.stderr
+    assert labeled(rec["trial_id"]) == []
+
+
+def test_run_json_prints_only_the_record(tmp_path):
+    res = cli("run", "tasks/hello-docker", "--agent", "oracle", "--out", str(tmp_path), "--json")
+    assert res.returncode == 0, res.stderr
+    rec = json.loads(res.stdout)
+    assert rec["status"] == "passed" and rec["reward"] == 1.0
+    assert rec["schema_version"] == 1 and rec["agent"]["name"] == "oracle"
+    result = tmp_path / "adhoc" / "trials" / rec["trial_id"] / "result.json"
+    assert json.loads(result.read_text())["trial_id"] == rec["trial_id"]
+
+
+def test_keep_then_gc_removes_everything(tmp_path):
+    res = cli("run", "tasks/hello-docker", "--agent", "nop", "--out", str(tmp_path), "--keep",
+              "--json")
+    rec = json.loads(res.stdout)
+    trial_id = rec["trial_id"]
+    kept = tmp_path / "adhoc" / "trials" / trial_id / "KEPT.txt"
+    assert "docker exec -it" in kept.read_text()
+    assert len(labeled(trial_id)) == 2
+    report = json.loads(cli("gc", "--trial", trial_id, "--json").stdout)
+    assert len(report["found"]["docker"]) == 2
+    assert labeled(trial_id) == []
+    again = json.loads(cli("gc", "--trial", trial_id, "--json").stdout)
+    assert again["found"]["docker"] == []
+
+
+def test_gc_after_kill_9_finds_and_removes_leftovers(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "tasks/log-volume-full",
+                             "--agent", "nop", "--out", str(tmp_path), "--json"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    trial_id = None
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and trial_id is None:
+        time.sleep(0.5)
+        ids = subprocess.run(["docker", "ps", "--filter", "label=harness.campaign=adhoc",
+                              "--format", '{{.Label "harness.trial"}}'],
+                             capture_output=True, text=True).stdout.split()
+        trial_id = next((i for i in ids if i.startswith("log-volume-full-nop")), None)
+    assert trial_id, "the trial never provisioned"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    time.sleep(1)
+    assert labeled(trial_id), "kill -9 should have left the trial's resources behind"
+    report = json.loads(cli("gc", "--trial", trial_id, "--json").stdout)
+    assert report["total"] >= 2
+    assert labeled(trial_id) == []

@@ -1,0 +1,61 @@
+"""Reward file parsing: reward.txt, reward.json with checks or the legacy mapping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.verifier import VerifierOutputError, _split_files, parse_reward
+
+
+def test_reward_txt():
+    assert parse_reward(None, "0.75\n") == (0.75, [])
+
+
+def test_reward_json_checks_list():
+    doc = {"reward": 0.53, "checks": [
+        {"name": "service health", "passed": True, "scored": False},
+        {"name": "root cause fixed", "passed": False, "scored": True, "phase": "functional",
+         "weight": 1.0},
+        {"name": "fix survives restart", "passed": True, "scored": True,
+         "phase": "durability"}]}
+    reward, checks = parse_reward(json.dumps(doc), None)
+    assert reward == 0.53
+    assert [c["scored"] for c in checks] == [False, True, True]
+    assert checks[2]["phase"] == "durability" and checks[0]["phase"] is None
+
+
+def test_legacy_mapping_without_reward_is_uniform_over_scored():
+    reward, checks = parse_reward(json.dumps({"checks": {"a": True, "b": False}}), None)
+    assert reward == 0.5
+    assert {c["name"] for c in checks} == {"a", "b"}
+
+
+def test_json_preferred_over_txt():
+    assert parse_reward('{"reward": 1}', "0")[0] == 1.0
+
+
+@pytest.mark.parametrize("json_text,txt,match", [
+    (None, None, "neither"),
+    ("{not json", None, "not JSON"),
+    ("[1, 2]", None, "must be an object"),
+    ('{"reward": 1.5}', None, "outside"),
+    ('{"reward": "high"}', None, "must be a number"),
+    ('{"reward": true}', None, "must be a number"),
+    ('{"checks": [{"name": "x", "passed": "yes"}]}', None, "boolean 'passed'"),
+    ('{"checks": [{"name": "x", "passed": true, "phase": "later"}]}', None, "phase"),
+    ('{"checks": []}', None, "neither 'reward' nor scored checks"),
+    (None, "garbage\n", "not a number"),
+    (None, "-0.1", "outside"),
+])
+def test_malformed_output_is_an_error_with_its_text(json_text, txt, match):
+    with pytest.raises(VerifierOutputError, match=match) as err:
+        parse_reward(json_text, txt)
+    if json_text or txt:
+        assert err.value.text == (json_text if json_text is not None else txt)
+
+
+def test_split_files():
+    out = "\n@@HX@@reward.json\n{\"reward\": 1}\n@@HX@@reward.txt\n1\n"
+    assert _split_files(out) == {"reward.json": '{"reward": 1}', "reward.txt": "1\n"}
