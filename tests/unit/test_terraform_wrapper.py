@@ -13,7 +13,6 @@ import python_terraform
 from harness.terraform import Terraform1, _error_summary, terraform_bin, terraform_env
 
 
-
 def _has_terraform() -> bool:
     try:
         return bool(terraform_bin())
