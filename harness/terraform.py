@@ -34,7 +34,6 @@ def terraform_env() -> None:
     os.environ["TF_CLI_CONFIG_FILE"] = str(terraform_cli_config())
     os.environ["TF_IN_AUTOMATION"] = "1"
     os.environ["CHECKPOINT_DISABLE"] = "1"
-    os.environ.setdefault("TF_PLUGIN_CACHE_MAY_BREAK_DEPENDENCY_LOCK_FILE", "1")
 
 
 def terraform_bin() -> str:
@@ -68,9 +67,7 @@ def write_cli_config(path: Path | None = None, mirror: Path | None = None) -> Pa
         "provider_installation {\n"
         f'  filesystem_mirror {{\n    path    = "{mirror}"\n'
         '    include = ["registry.terraform.io/*/*"]\n  }\n}\n'
-        f'plugin_cache_dir = "{mirror.parent / "plugin-cache"}"\n'
         "disable_checkpoint = true\n")
-    (mirror.parent / "plugin-cache").mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -92,6 +89,11 @@ class Terraform1(python_terraform.Terraform):
                         **kwargs)
 
     def outputs(self) -> dict[str, Any]:
+        """Root outputs: from the state python-terraform re-read after the last command,
+        else through `terraform output -json`."""
+        state = getattr(self.tfstate, "outputs", None) if self.tfstate else None
+        if isinstance(state, dict) and all(isinstance(v, dict) for v in state.values()):
+            return {k: v.get("value") for k, v in state.items()}
         code, out, err = self.cmd("output", json=IsFlagged, no_color=IsFlagged)
         if code != 0:
             raise TerraformError("output failed", code, "terraform output", err)

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Trial overhead: `harness run` (oracle, hello-docker) vs a raw Docker lifecycle doing the
+same work (network, systemd container, solve, test, remove), side by side, N runs each.
+
+Prints both medians, the ratio, and the median per-phase split of the harness time.
+Usage: .venv/bin/python bench/trial_overhead.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+
+REPO = Path(__file__).resolve().parent.parent
+TASK = REPO / "tasks" / "hello-docker"
+
+
+def harness_run(out: Path) -> tuple[float, dict]:
+    t = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(TASK), "--agent",
+                          "oracle", "--out", str(out), "--json"], capture_output=True, text=True,
+                         cwd=REPO)
+    wall = time.perf_counter() - t
+    rec = json.loads(res.stdout)
+    assert rec["reward"] == 1.0, rec.get("error")
+    return wall, {k: v["seconds"] for k, v in rec["timings"].items()}
+
+
+def _tar(src: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for p in sorted(src.rglob("*")):
+            tar.add(p, arcname=p.relative_to(src).as_posix(), recursive=False)
+    return buf.getvalue()
+
+
+def raw_run(client, image: str, i: int) -> float:
+    """The same work with the Docker SDK directly: no Terraform, no Ansible, no records."""
+    t = time.perf_counter()
+    name = f"hx-bench-raw-{i}"
+    net = client.networks.create(name, driver="bridge", internal=True,
+                                 ipam=docker.types.IPAMConfig(pool_configs=[
+                                     docker.types.IPAMPool(subnet="10.213.254.0/24")]),
+                                 labels={"harness.trial": name})
+    c = client.containers.run(image, detach=True, name=name, hostname="node0", network=name,
+                              cap_add=["NET_ADMIN", "SYS_ADMIN"],
+                              tmpfs={"/run": "", "/run/lock": "", "/tmp": "exec"},
+                              volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup",
+                                                          "mode": "ro"}},
+                              labels={"harness.trial": name})
+    c.exec_run(["mkdir", "-p", "/solution", "/tests", "/logs/verifier"])
+    c.put_archive("/solution", _tar(TASK / "solution"))
+    assert c.exec_run(["bash", "/solution/solve.sh"]).exit_code == 0
+    c.put_archive("/tests", _tar(TASK / "tests"))
+    c.exec_run(["bash", "/tests/test.sh"])
+    reward = json.loads(c.exec_run(["cat", "/logs/verifier/reward.json"]).output)["reward"]
+    assert reward == 1.0
+    c.remove(force=True)
+    net.remove()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    client = docker.from_env()
+    with tempfile.TemporaryDirectory(prefix="hx-bench-") as tmp:
+        harness_run(Path(tmp))  # warm-up: builds/caches the task image
+        image = next(i for i in client.images.list(filters={"label": "harness.task-image"})
+                     if any(t.startswith("hx-task/hello-docker:") for t in i.tags))
+        h_times, r_times, phases = [], [], []
+        for i in range(args.runs):
+            wall, split = harness_run(Path(tmp))
+            h_times.append(wall)
+            phases.append(split)
+            r_times.append(raw_run(client, image.id, i))
+    h, r = statistics.median(h_times), statistics.median(r_times)
+    print(f"{'':24}{'median s':>10}{'runs':>40}")
+    print(f"{'harness run (oracle)':24}{h:10.2f}    " + " ".join(f"{x:.2f}" for x in h_times))
+    print(f"{'raw docker lifecycle':24}{r:10.2f}    " + " ".join(f"{x:.2f}" for x in r_times))
+    print(f"ratio harness/raw: {h / r:.2f}  (target <= 3.0)")
+    print("harness per-phase medians (s):")
+    for k in phases[0]:
+        print(f"  {k:12}{statistics.median(p[k] for p in phases):7.2f}")
+    in_trial = statistics.median(sum(p.values()) for p in phases)
+    print(f"  {'(sum)':12}{in_trial:7.2f}   CLI start-up and validation: {h - in_trial:.2f}")
+
+
+if __name__ == "__main__":
+    main()
