@@ -88,7 +88,8 @@ def test_terraform_vars(substrate, tmp_path):
     assert tf["base_image"] == str(tmp_path / "img" / "disk.qcow2")
     assert tf["kernel"] == str(tmp_path / "img" / "vmlinuz")
     assert tf["initrd"] == str(tmp_path / "img" / "initrd.img")
-    assert tf["disk_dir"] == str(tmp_path / "vm")
+    assert tf["disk_dir"] == str(tmp_path / "vm" / "disks")
+    assert tf["console_log_dir"] == str(tmp_path / "vm")
     assert ipaddress.ip_network(tf["cidr"]).prefixlen == 24
     assert tf["ssh_public_key"].startswith("ssh-ed25519 ")
     assert ssh.key_path(tmp_path).exists()

@@ -7,7 +7,8 @@ exists: SSH for exec/put (per-trial key), libvirt-python for power/reboot and fo
 leftovers. The per-trial key and disks live under the trial directory::
 
     <trial>/ssh/id_ed25519[.pub]      per-trial key pair (root on every node)
-    <trial>/vm/hx-<trial>-<node>.qcow2, -seed.img, -console.log
+    <trial>/vm/disks/hx-<trial>-<node>.qcow2, -seed.img   the trial's storage pool hx-<trial>
+    <trial>/vm/hx-<trial>-<node>-console.log              serial console
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from harness.substrates.libvirt import host, naming, ssh
 from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
 
 PROVIDER = ("dmacvicar", "libvirt", "0.7.6")
-TOOLS = ("terraform", "qemu-img", "qemu-system-x86_64", "mkfs.ext4", "ssh", "ssh-keygen", "tar")
+TOOLS = {  # command -> Debian package
+    "terraform": "terraform", "qemu-img": "qemu-utils", "qemu-system-x86_64": "qemu-system-x86",
+    "mkfs.ext4": "e2fsprogs", "virsh": "libvirt-clients", "xsltproc": "xsltproc",
+    "ssh": "openssh-client", "ssh-keygen": "openssh-client", "tar": "tar",
+}
 DEFAULT_CPUS, DEFAULT_MEMORY_MB = 1, 1024
 
 
@@ -96,6 +101,7 @@ class LibvirtSubstrate(Substrate):
         return {
             "trial_id": naming.trial_name(spec.trial_id),
             "campaign": spec.campaign,
+            "owner_pid": os.getpid(),
             "libvirt_uri": self.uri,
             "bridge_name": naming.bridge_name(spec.trial_id),
             "cidr": self._cidr(spec),
@@ -103,7 +109,8 @@ class LibvirtSubstrate(Substrate):
             "base_image": str(disk.resolve()),
             "kernel": str(kernel.resolve()),
             "initrd": str(initrd.resolve()),
-            "disk_dir": str(root / "vm"),
+            "disk_dir": str(root / "vm" / "disks"),
+            "console_log_dir": str(root / "vm"),
             "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
             "nodes": self._task_nodes(spec),
         }
@@ -192,9 +199,9 @@ class LibvirtSubstrate(Substrate):
     def preflight(self) -> None:
         missing = [t for t in TOOLS if shutil.which(t) is None]
         if missing:
-            raise PreflightError(f"vm substrate needs {', '.join(missing)} on PATH "
-                                 "(apt-get install qemu-system-x86 qemu-utils e2fsprogs "
-                                 "openssh-client; terraform)")
+            packages = sorted({TOOLS[t] for t in missing} - {"terraform"})
+            raise PreflightError(f"vm substrate needs {', '.join(missing)} on PATH"
+                                 + (f": apt-get install {' '.join(packages)}" if packages else ""))
         host.connect(self.uri).close()
         ns, ptype, version = PROVIDER
         binary = (provider_mirror() / "registry.terraform.io" / ns / ptype / version

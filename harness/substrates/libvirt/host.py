@@ -73,32 +73,56 @@ def reboot(uri: str, domain: str) -> None:
         conn.close()
 
 
-def _owned(name: str, prefixes: list[str] | None) -> bool:
-    if not name.startswith(PREFIX):
-        return False
-    return prefixes is None or any(name == p or name.startswith(p + "-") for p in prefixes)
+def _matches(name: str, prefixes: list[str]) -> bool:
+    return any(name == p or name.startswith(p + "-") for p in prefixes)
 
 
-def _domain_disks(dom) -> list[str]:
-    root = ET.fromstring(dom.XMLDesc(0))
-    return [s.get("file") for s in root.iterfind("./devices/disk/source") if s.get("file")]
+def _domain_disks(conn, dom) -> list[str]:
+    """Paths of a domain's file and pool-volume disks."""
+    paths = []
+    for src in ET.fromstring(dom.XMLDesc(0)).iterfind("./devices/disk/source"):
+        if src.get("file"):
+            paths.append(src.get("file"))
+        elif src.get("pool") and src.get("volume"):
+            with contextlib.suppress(Exception):
+                pool = conn.storagePoolLookupByName(src.get("pool"))
+                paths.append(pool.storageVolLookupByName(src.get("volume")).path())
+    return paths
 
 
-def _trial_prefixes(conn, campaign: str | None, trial: str | None) -> list[str] | None:
-    """Name prefixes to match: one trial, the trials of one campaign, or all (None)."""
-    if trial:
-        return [resource_prefix(trial)]
-    if not campaign:
-        return None
-    found = set()
+def _descriptions(conn) -> dict[str, dict[str, str]]:
+    """Trial prefix -> fields of its domains' descriptions (trial, campaign, owner)."""
+    trials: dict[str, dict[str, str]] = {}
     for dom in conn.listAllDomains():
         desc = ""
         with contextlib.suppress(Exception):
             desc = dom.metadata(0, None)  # VIR_DOMAIN_METADATA_DESCRIPTION
-        match = re.search(r"trial=(\S+) campaign=(\S*)", desc or "")
-        if match and match.group(2) == campaign:
-            found.add(resource_prefix(match.group(1)))
-    return sorted(found)
+        fields = dict(re.findall(r"(\w+)=(\S*)", desc or ""))
+        if dom.name().startswith(PREFIX) and "trial" in fields:
+            trials.setdefault(PREFIX + fields["trial"], fields)
+    return trials
+
+
+def _alive(pid: str) -> bool:
+    return pid.isdigit() and int(pid) > 0 and Path(f"/proc/{pid}").exists()
+
+
+def _trial_prefixes(conn, campaign: str | None, trial: str | None
+                    ) -> tuple[list[str] | None, list[str]]:
+    """(prefixes to match, None = every `hx-` name; prefixes to spare).
+
+    Naming one trial removes it whatever its state; a campaign or global sweep spares the
+    trials whose owner process (PID in the domain description) is still running.
+    """
+    if trial == "" or campaign == "":
+        raise SubstrateError("vm", "empty trial or campaign filter; pass None to mean all")
+    if trial:
+        return [resource_prefix(trial)], []
+    trials = _descriptions(conn)
+    live = sorted(p for p, f in trials.items() if _alive(f.get("owner", "")))
+    if not campaign:
+        return None, live
+    return sorted(p for p, f in trials.items() if f.get("campaign") == campaign), live
 
 
 def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
@@ -109,11 +133,16 @@ def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
     conn = connect(uri)
     found: list[str] = []
     try:
-        prefixes = _trial_prefixes(conn, campaign, trial)
+        prefixes, live = _trial_prefixes(conn, campaign, trial)
+
+        def _owned(name: str) -> bool:
+            return (name.startswith(PREFIX) and not _matches(name, live)
+                    and (prefixes is None or _matches(name, prefixes)))
+
         for dom in conn.listAllDomains():
-            if not _owned(dom.name(), prefixes):
+            if not _owned(dom.name()):
                 continue
-            disks = [d for d in _domain_disks(dom) if Path(d).name.startswith(PREFIX)]
+            disks = [d for d in _domain_disks(conn, dom) if Path(d).name.startswith(PREFIX)]
             found.append(f"domain {dom.name()}")
             found += [f"disk {d}" for d in disks if Path(d).exists()]
             if remove:
@@ -124,8 +153,9 @@ def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
                 for disk in disks:
                     Path(disk).unlink(missing_ok=True)
         bridges = {bridge_name(p.removeprefix(PREFIX)) for p in prefixes or []}
+        spared = {bridge_name(p.removeprefix(PREFIX)) for p in live}
         for net in conn.listAllNetworks():
-            if not _owned(net.name(), prefixes):
+            if not _owned(net.name()):
                 continue
             found.append(f"network {net.name()}")
             with contextlib.suppress(libvirt.libvirtError):
@@ -137,11 +167,12 @@ def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
         for pool in conn.listAllStoragePools():
             vols = pool.listAllVolumes() if pool.isActive() else []
             for vol in vols:
-                if _owned(vol.name(), prefixes):
+                if _owned(vol.name()) and f"disk {vol.path()}" not in found:
                     found.append(f"volume {vol.path()}")
                     if remove:
-                        vol.delete(0)
-            if _owned(pool.name(), prefixes):
+                        with contextlib.suppress(libvirt.libvirtError):
+                            vol.delete(0)
+            if _owned(pool.name()):
                 found.append(f"pool {pool.name()}")
                 if remove:
                     if pool.isActive():
@@ -150,7 +181,7 @@ def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
     finally:
         conn.close()
     for br in host_bridges():
-        if br.startswith(PREFIX) and (prefixes is None or br in bridges):
+        if br.startswith(PREFIX) and br not in spared and (prefixes is None or br in bridges):
             found.append(f"bridge {br}")
             if remove:
                 subprocess.run(["ip", "link", "del", br], capture_output=True)

@@ -36,7 +36,7 @@ BUILD_VERSION = 1
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 DISK_SIZE = "8G"
-KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0 panic=10"
+KERNEL_CMDLINE = "root=/dev/vda console=ttyS0 panic=10"
 PACKAGES = (
     "systemd", "systemd-sysv", "udev", "dbus", "kmod", "openssh-server", "python3",
     "iproute2", "iputils-ping", "nftables", "chrony", "ipmitool", "sudo", "procps", "curl",

@@ -10,16 +10,21 @@ locals {
       vcpu        = n.vcpu
       memory_mb   = n.memory_mb
       ip          = coalesce(n.ip, cidrhost(var.cidr, 10 + i))
-      mac         = coalesce(n.mac, join(":", concat(["52", "54", "00"], regexall("..", substr(md5("${var.trial_id}/${n.name}"), 0, 6)))))
+      mac         = upper(coalesce(n.mac, join(":", concat(["52", "54", "00"], regexall("..", substr(md5("${var.trial_id}/${n.name}"), 0, 6))))))
       domain      = "${local.prefix}-${n.name}"
       overlay     = "${var.disk_dir}/${local.prefix}-${n.name}.qcow2"
       seed        = "${var.disk_dir}/${local.prefix}-${n.name}-seed.img"
-      console_log = "${var.disk_dir}/${local.prefix}-${n.name}-console.log"
+      console_log = "${var.console_log_dir}/${local.prefix}-${n.name}-console.log"
     }
   }
   hosts_file   = join("", concat(["127.0.0.1\tlocalhost\n"], [for name, n in local.nodes : "${n.ip}\t${name}\n"]))
   cluster_info = join("", [for name, n in local.nodes : "${name}=${n.ip}\n${name}_cluster_ip=${n.ip}\n"])
-  cmdline      = merge({ root = "/dev/vda", console = "ttyS0", _ = "rw", panic = "10" }, var.kernel_cmdline)
+  cmdline_args = merge({ root = "/dev/vda", console = "ttyS0", panic = "10" }, var.kernel_cmdline)
+  # the shape the provider reads back: one map of key=value, then one of keyless words
+  cmdline = concat(
+    [{ for k, v in local.cmdline_args : k => v if k != "_" }],
+    contains(keys(local.cmdline_args), "_") ? [{ _ = local.cmdline_args["_"] }] : [],
+  )
 }
 
 resource "libvirt_network" "this" {
@@ -37,6 +42,12 @@ resource "libvirt_network" "this" {
     enabled    = true
     local_only = true
   }
+}
+
+resource "libvirt_pool" "this" {
+  name = local.prefix
+  type = "dir"
+  path = var.disk_dir
 }
 
 resource "terraform_data" "disks" {
@@ -58,6 +69,8 @@ resource "terraform_data" "disks" {
       HX_HOSTS           = local.hosts_file
       HX_CLUSTER_INFO    = local.cluster_info
       HX_AUTHORIZED_KEYS = var.ssh_public_key
+      HX_URI             = var.libvirt_uri
+      HX_POOL            = libvirt_pool.this.name
     }
   }
 
@@ -71,13 +84,13 @@ resource "libvirt_domain" "this" {
   for_each = local.nodes
 
   name        = each.value.domain
-  description = "harness trial=${var.trial_id} campaign=${var.campaign} node=${each.key}"
+  description = "harness trial=${var.trial_id} campaign=${var.campaign} node=${each.key} owner=${var.owner_pid}"
   type        = var.domain_type
   vcpu        = each.value.vcpu
   memory      = each.value.memory_mb
   kernel      = var.kernel
   initrd      = var.initrd
-  cmdline     = [local.cmdline]
+  cmdline     = local.cmdline
   running     = true
   autostart   = false
 
@@ -89,11 +102,11 @@ resource "libvirt_domain" "this" {
   }
 
   disk {
-    file = terraform_data.disks[each.key].input.overlay
+    volume_id = terraform_data.disks[each.key].output.overlay
   }
 
   disk {
-    file = terraform_data.disks[each.key].input.seed
+    volume_id = terraform_data.disks[each.key].output.seed
   }
 
   network_interface {

@@ -14,6 +14,12 @@ variable "campaign" {
   default     = ""
 }
 
+variable "owner_pid" {
+  description = "PID of the harness process running the trial, recorded in each domain's description: a global `harness gc` spares trials whose owner is alive (0 = none)."
+  type        = number
+  default     = 0
+}
+
 variable "libvirt_uri" {
   description = "libvirt connection URI."
   type        = string
@@ -68,13 +74,18 @@ variable "initrd" {
 }
 
 variable "kernel_cmdline" {
-  description = "Extra kernel arguments, appended to root=/dev/vda rw console=ttyS0."
+  description = "Extra kernel arguments (key = value; key \"_\" holds space-separated keyless words), merged over root=/dev/vda console=ttyS0 panic=10. The root filesystem is mounted read-only by the kernel and remounted read-write from /etc/fstab."
   type        = map(string)
   default     = {}
 }
 
 variable "disk_dir" {
-  description = "Absolute directory (in the trial dir) for the per-node overlays, seed disks and console logs."
+  description = "Absolute directory (in the trial dir) of the trial's storage pool: per-node overlays and seed disks only."
+  type        = string
+}
+
+variable "console_log_dir" {
+  description = "Absolute directory (in the trial dir) for the per-node serial console logs."
   type        = string
 }
 

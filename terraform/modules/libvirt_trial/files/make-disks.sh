@@ -1,9 +1,11 @@
 #!/bin/sh
 # Make one node's disks: a qcow2 overlay on the cached base image and a tiny ext4 seed
-# disk (label HXSEED) that the image's harness-seed.service applies at boot.
+# disk (label HXSEED) that the image's harness-seed.service applies at boot; then let the
+# trial's storage pool see both (the provider finds domain disks through the pool).
 set -eu
 mkdir -p "$(dirname "$HX_OVERLAY")"
 rm -f "$HX_OVERLAY" "$HX_SEED"
+truncate -s 4M "$HX_SEED"
 qemu-img create -q -f qcow2 -F qcow2 -b "$HX_BASE" "$HX_OVERLAY"
 seed=$(mktemp -d)
 trap 'rm -rf "$seed"' EXIT
@@ -13,3 +15,6 @@ printf '%s' "$HX_HOSTS" > "$seed/hosts"
 mkdir "$seed/harness"
 printf '%s' "$HX_CLUSTER_INFO" > "$seed/harness/cluster-info"
 mkfs.ext4 -q -F -O ^has_journal -L HXSEED -d "$seed" "$HX_SEED" 4M
+if [ -n "${HX_POOL:-}" ]; then
+    virsh -q -c "$HX_URI" pool-refresh "$HX_POOL" >/dev/null
+fi

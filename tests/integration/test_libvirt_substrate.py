@@ -1,0 +1,212 @@
+"""Real VMs under libvirt/QEMU through the vm substrate's Terraform module (marker: libvirt).
+
+One node is rendered into tmp_path, applied with `terraform`, reached over SSH with the
+per-trial key, rebooted through libvirt-python and destroyed; nothing named after the
+trial may remain. Boot-to-SSH is compared with a raw `qemu-system-x86_64` (TCG) boot of
+the same kernel and image, and both are printed (run with -s to see them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from harness.errors import PreflightError
+from harness.paths import TERRAFORM_MODULES
+from harness.substrates.base import Node, TrialSpec
+from harness.terraform import render_root, terraform_bin, terraform_env
+
+REPO = Path(__file__).resolve().parents[2]
+MAKE_DISKS = TERRAFORM_MODULES / "libvirt_trial" / "files" / "make-disks.sh"
+SSH_TIMEOUT = 180.0
+TIMINGS: dict[str, float] = {}
+
+
+def libvirt_unavailable() -> str | None:
+    """Why this host cannot run VMs, or None."""
+    if shutil.which("virsh") is None:
+        return "virsh not installed"
+    proc = subprocess.run(["virsh", "-c", "qemu:///system", "version"], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        return f"libvirtd not reachable: {proc.stderr.strip()[-200:]}"
+    try:
+        import libvirt  # noqa: F401
+    except ImportError:
+        return "libvirt-python not installed (pip install -e '.[vm]')"
+    return None
+
+
+pytestmark = [pytest.mark.libvirt,
+              pytest.mark.skipif(libvirt_unavailable() is not None,
+                                 reason=str(libvirt_unavailable()))]
+
+
+@dataclass
+class FakeNode:
+    name: str
+    cpus: int = 1
+    memory_mb: int = 1024
+
+
+@dataclass
+class FakeTask:
+    """Stand-in for the Task model: the attributes the substrate reads."""
+
+    name: str = "vm-smoke"
+    nodes: list[FakeNode] = field(default_factory=lambda: [FakeNode("node1")])
+    network: str | None = None
+
+
+def tf(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    flags = ["-no-color"] + (["-input=false"] if args[0] != "output" else [])
+    proc = subprocess.run([terraform_bin(), *args, *flags], cwd=root,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"terraform {args[0]} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def substrate():
+    from harness.substrates.libvirt import LibvirtSubstrate
+    from harness.substrates.libvirt.image import build_vm_image
+
+    sub = LibvirtSubstrate("vm")
+    build_vm_image()
+    try:
+        sub.preflight()
+    except PreflightError as exc:
+        pytest.fail(f"vm preflight: {exc.message}")
+    return sub
+
+
+def test_apply_ssh_exec_reboot_destroy(substrate, tmp_path):
+    trial_id = f"it-{uuid.uuid4().hex[:8]}"
+    spec = TrialSpec(trial_id=trial_id, campaign="pytest", task=FakeTask(),
+                     root=tmp_path / trial_id, image=substrate.prepare(None, log=lambda _: None))
+    tf_dir = spec.root / "terraform"
+    tf_dir.mkdir(parents=True)
+    variables = substrate.terraform_vars(spec)
+    doc = render_root(substrate.terraform_module(), tf_dir, variables,
+                      {"libvirt": {"source": "dmacvicar/libvirt", "version": "0.7.6"}})
+    (tf_dir / "main.tf.json").write_text(json.dumps(doc, indent=2))
+    terraform_env()
+    tf(tf_dir, "init")
+    try:
+        started = time.monotonic()
+        tf(tf_dir, "apply", "-auto-approve")
+        TIMINGS["harness_apply_sec"] = time.monotonic() - started
+        outputs = json.loads(tf(tf_dir, "output", "-json").stdout)
+        nodes = substrate.nodes(spec, outputs)
+        assert [n.name for n in nodes] == ["node1"] and nodes[0].primary
+        asyncio.run(_exercise(substrate, nodes[0], spec, started))
+    finally:
+        subprocess.run([terraform_bin(), "destroy", "-auto-approve", "-no-color",
+                        "-input=false"], cwd=tf_dir, capture_output=True, text=True, timeout=600)
+        left = substrate.leftovers(trial=trial_id)
+        if left:
+            substrate.sweep(trial=trial_id)
+    assert left == [], f"leftovers after destroy: {left}"
+    assert not list((spec.root / "vm" / "disks").glob("hx-*"))
+    assert (spec.root / "vm" / f"hx-{trial_id}-node1-console.log").stat().st_size > 0
+
+
+async def _exercise(sub, node: Node, spec: TrialSpec, started: float) -> None:
+    await sub.wait_ready([node], SSH_TIMEOUT)
+    TIMINGS["harness_apply_to_ssh_sec"] = time.monotonic() - started
+
+    kernel = json.loads((Path(spec.image).parent / "recipe.json").read_text())["kernel"]
+    uname = await sub.exec(node, "uname -r", timeout=30)
+    assert uname.ok and uname.stdout.strip() == kernel
+    state = await sub.exec(node, "systemctl is-system-running --wait; "
+                           "systemctl --failed --no-legend", timeout=120)
+    assert state.stdout.split()[0] == "running", state.stdout
+    env = await sub.exec(node, 'echo "$HX_A:$(hostname):$(id -u)"', timeout=30,
+                         env={"HX_A": "a b"})
+    assert env.stdout.strip() == "a b:node1:0"
+    slow = await sub.exec(node, "echo started; sleep 60", timeout=3)
+    assert slow.timed_out and "started" in slow.stdout and slow.seconds < 20
+
+    payload = spec.root / "payload"
+    (payload / "sub").mkdir(parents=True)
+    (payload / "sub" / "f.txt").write_text("hello vm\n")
+    await sub.put(node, payload, "/opt/hx-upload")
+    cat = await sub.exec(node, "cat /opt/hx-upload/payload/sub/f.txt", timeout=30)
+    assert cat.stdout == "hello vm\n"
+
+    assert await sub.power(node, "status") == "on"
+    before = (await sub.exec(node, "cat /proc/sys/kernel/random/boot_id", timeout=30)).stdout
+    t0 = time.monotonic()
+    await sub.reboot(node)
+    TIMINGS["harness_reboot_to_ssh_sec"] = time.monotonic() - t0
+    after = (await sub.exec(node, "cat /proc/sys/kernel/random/boot_id", timeout=30)).stdout
+    assert after.strip() and after != before
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_raw_qemu_baseline_boot_to_ssh(substrate, tmp_path):
+    """The same kernel, initrd, overlay and seed disk, booted by qemu-system-x86_64 alone."""
+    from harness.substrates.libvirt import ssh
+    from harness.substrates.libvirt.image import build_vm_image, kernel_paths
+
+    base = build_vm_image(log=lambda _: None)
+    kernel, initrd = kernel_paths(base)
+    pub = ssh.ensure_key(tmp_path, "hx-raw-baseline")
+    env = {**os.environ, "HX_BASE": str(base), "HX_OVERLAY": str(tmp_path / "hx-raw.qcow2"),
+           "HX_SEED": str(tmp_path / "hx-raw-seed.img"), "HX_HOSTNAME": "raw",
+           "HX_HOSTS": "127.0.0.1\tlocalhost\n", "HX_CLUSTER_INFO": "",
+           "HX_AUTHORIZED_KEYS": pub}
+    subprocess.run([str(MAKE_DISKS)], env=env, check=True, capture_output=True)
+    port = _free_port()
+    started = time.monotonic()
+    qemu = subprocess.Popen(
+        ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "1024", "-smp", "1",
+         "-kernel", str(kernel), "-initrd", str(initrd),
+         "-append", "root=/dev/vda console=ttyS0 panic=10",
+         "-drive", f"file={tmp_path / 'hx-raw.qcow2'},if=virtio,format=qcow2",
+         "-drive", f"file={tmp_path / 'hx-raw-seed.img'},if=virtio,format=raw",
+         "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
+         "-device", "virtio-net-pci,netdev=n0", "-display", "none",
+         "-serial", f"file:{tmp_path / 'console.log'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        key = ssh.key_path(tmp_path)
+        deadline = started + SSH_TIMEOUT
+        while time.monotonic() < deadline:
+            argv = ssh.ssh_argv("127.0.0.1", key)
+            probe = subprocess.run([*argv[:-1], "-p", str(port), argv[-1], "true"],
+                                   capture_output=True, timeout=30)
+            if probe.returncode == 0:
+                break
+            assert qemu.poll() is None, qemu.stderr.read().decode()
+            time.sleep(1)
+        else:
+            pytest.fail(f"raw qemu guest not reachable over SSH in {SSH_TIMEOUT}s")
+        TIMINGS["raw_qemu_boot_to_ssh_sec"] = time.monotonic() - started
+    finally:
+        qemu.kill()
+        qemu.wait()
+    _report()
+
+
+def _report() -> None:
+    rows = [f"  {k:<28} {v:7.1f}" for k, v in TIMINGS.items()]
+    if "harness_apply_to_ssh_sec" in TIMINGS:
+        ratio = TIMINGS["harness_apply_to_ssh_sec"] / TIMINGS["raw_qemu_boot_to_ssh_sec"]
+        rows.append(f"  {'ratio harness/raw':<28} {ratio:7.2f}")
+    print("\nvm boot timings (s):\n" + "\n".join(rows))
