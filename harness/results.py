@@ -72,6 +72,7 @@ class TrialRecord(BaseModel):
     retries: list[dict[str, Any]] = Field(default_factory=list)
     error: dict[str, Any] | None = None
     leaks: list[str] = Field(default_factory=list)
+    fingerprint: str | None = None
     harness_version: str
     started_at: str | None = None
     finished_at: str | None = None

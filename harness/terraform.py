@@ -29,6 +29,11 @@ PROVIDERS = {
 }
 
 
+def providers_for(substrate: str) -> dict[str, dict]:
+    """The required_providers entries a substrate's module needs (pinned versions)."""
+    return {k: dict(v) for k, v in PROVIDERS.items() if k == substrate}
+
+
 def terraform_env() -> None:
     """Point every terraform the harness runs at its own CLI config; no checkpoint calls."""
     os.environ["TF_CLI_CONFIG_FILE"] = str(terraform_cli_config())

@@ -29,7 +29,7 @@ from harness.paths import TrialPaths
 from harness.results import AgentRef, TaskRef, TrialRecord, write_json_atomic
 from harness.substrates import Substrate, TrialSpec
 from harness.task import Task
-from harness.terraform import PROVIDERS, TrialTerraform, render_root, write_root
+from harness.terraform import TrialTerraform, providers_for, render_root, write_root
 from harness.verifier import GateResult, run_verifier
 
 PRE_WINDOW = ("provision", "setup", "bootstrap", "agent_setup")
@@ -63,6 +63,7 @@ class Trial:
     keep: bool = False
     timeout_multiplier: float = 1.0
     secrets: dict[str, str] = field(default_factory=dict)
+    fingerprint: str | None = None
     on_phase: Callable[[str, str], None] = lambda trial_id, phase: None
 
     def __post_init__(self):
@@ -102,9 +103,9 @@ class Trial:
         image = await asyncio.to_thread(self.substrate.prepare, self.spec, lambda m: None)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await asyncio.to_thread(self.substrate.terraform_vars, self.spec)
-        providers = {k: v for k, v in PROVIDERS.items() if k == self.substrate.name}
         write_root(self.paths, render_root(self.substrate.terraform_module(),
-                                           self.paths.terraform, tf_vars, providers))
+                                           self.paths.terraform, tf_vars,
+                                           providers_for(self.substrate.name)))
         outputs = await asyncio.to_thread(self.tf.apply)
         nodes = self.substrate.nodes(self.spec, outputs)
         write_inventory(self.paths, self.substrate.inventory(self.spec, nodes))
@@ -266,6 +267,7 @@ class Trial:
         else:
             record.leaks = await self._phase("teardown", self._teardown())
         record.timings = self.timings
+        record.fingerprint = self.fingerprint
         record.finished_at = now_iso()
         record.write(self.paths.result)
         self.event("trial.end", status=record.status, reward=record.reward)

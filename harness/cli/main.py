@@ -37,9 +37,9 @@ def _root(
 
 
 def _register() -> None:
-    from harness.cli import analysis, doctor, gc, image, quickstart, risk, run, task
+    from harness.cli import analysis, campaign, doctor, gc, image, quickstart, risk, run, task
 
-    for module in (task, run, doctor, gc, quickstart, image, analysis, risk):
+    for module in (task, run, campaign, doctor, gc, quickstart, image, analysis, risk):
         module.register(app)
 
 

@@ -21,7 +21,7 @@ from harness.errors import PreflightError, SubstrateError
 from harness.paths import TERRAFORM_MODULES
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.docker import network
-from harness.substrates.docker.image import task_image
+from harness.substrates.docker.image import image_tag, task_image
 
 LABEL_TRIAL = "harness.trial"
 LABEL_CAMPAIGN = "harness.campaign"
@@ -65,6 +65,23 @@ class DockerSubstrate(Substrate):
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.settings.docker_pool,
                                         self.settings.docker_prefix, spec.task.network)
         return render_vars(spec, subnet)
+
+    def planned_image(self, task) -> str:
+        """The image tag apply would build or reuse (nothing is built)."""
+        return image_tag(self.client, task, self.settings)[0]
+
+    def plan_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """terraform_vars with a predicted, unreserved subnet (for plans)."""
+        subnet = network.reserve_subnet(self.client, spec.trial_id, self.settings.docker_pool,
+                                        self.settings.docker_prefix, spec.task.network,
+                                        reserve=False)
+        return render_vars(spec, subnet)
+
+    @staticmethod
+    def planned_outputs(tf_vars: dict[str, Any]) -> dict[str, Any]:
+        """The module outputs apply will produce for these vars (names and IPs are fixed)."""
+        return {"nodes": {n["name"]: {"container": f"hx-{tf_vars['trial_id']}-{n['name']}",
+                                      "ipv4": n["ipv4"]} for n in tf_vars["nodes"]}}
 
     def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
         out = tf_outputs.get("nodes") or {}

@@ -11,12 +11,15 @@ import hashlib
 import io
 import re
 import tarfile
+import threading
 from pathlib import Path
 
 from harness.config import Settings
 from harness.errors import InputError, PreflightError
 from harness.images import DOCKER_BASE
 
+_BUILD_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 FROM_RE = re.compile(r"^(\s*FROM\s+)(?:--platform=\S+\s+)?(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -54,8 +57,9 @@ def context_tar(env_dir: Path, dockerfile_text: str) -> tuple[bytes, str]:
     return buf.getvalue(), h.hexdigest()
 
 
-def task_image(client, task, settings: Settings, log=print) -> str:
-    """Build (or reuse) the task's image and return its id."""
+def image_tag(client, task, settings: Settings) -> tuple[str, bytes, Path | None]:
+    """(tag, build context, Dockerfile) of the task's image; the tag hashes the context and
+    the ids of its local base images, so it changes whenever either does."""
     import docker
 
     base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
@@ -72,10 +76,28 @@ def task_image(client, task, settings: Settings, log=print) -> str:
                 raise PreflightError(f"{dockerfile or 'base_image'}: base image {ref!r} is not "
                                      f"present locally and no registry is used; {hint}") from exc
     tag = f"hx-task/{_slug(task.name)}:{hashlib.sha256(digest.encode()).hexdigest()[:12]}"
-    try:
-        return client.images.get(tag).id
-    except docker.errors.ImageNotFound:
-        pass
+    return tag, tar_bytes, dockerfile
+
+
+def task_image(client, task, settings: Settings, log=print) -> str:
+    """Build (or reuse) the task's image and return its id."""
+    import docker
+
+    tag, tar_bytes, dockerfile = image_tag(client, task, settings)
+    with _LOCKS_GUARD:
+        lock = _BUILD_LOCKS.setdefault(tag, threading.Lock())
+    with lock:  # concurrent trials of one task build its image once
+        try:
+            return client.images.get(tag).id
+        except docker.errors.ImageNotFound:
+            return _build(client, task, tag, tar_bytes, dockerfile, settings, log)
+
+
+def _build(client, task, tag: str, tar_bytes: bytes, dockerfile: Path | None,
+           settings: Settings, log) -> str:
+    import docker
+
+    base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
     log(f"building image {tag} from {dockerfile or base}")
     try:
         image, _ = client.images.build(

@@ -37,9 +37,10 @@ def used_subnets(client) -> list[ipaddress.IPv4Network]:
 
 
 def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
-                   wanted: str | None = None) -> str:
+                   wanted: str | None = None, reserve: bool = True) -> str:
     """Reserve a free subnet for a trial: `wanted` if given (error if it overlaps), else one
-    from `pool`, starting at a position derived from the trial id."""
+    from `pool`, starting at a position derived from the trial id. With `reserve=False`
+    only predict it (for plans)."""
     used = used_subnets(client)
     if wanted:
         net = ipaddress.ip_network(wanted, strict=False)
@@ -62,6 +63,10 @@ def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
             owner = path.read_text().strip()
             if not client.networks.list(filters={"label": f"harness.trial={owner}"}):
                 path.unlink(missing_ok=True)
+        if not reserve:
+            if path.exists():
+                continue
+            return str(net)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:

@@ -1,0 +1,128 @@
+"""CLI: `harness campaign plan | apply | status | destroy | collect`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+campaign_app = typer.Typer(help="Plan and apply campaigns: tasks x agents x attempts.",
+                           no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(campaign_app, name="campaign")
+
+
+@campaign_app.command("plan")
+def plan(
+    file: Path = typer.Argument(..., help="Campaign YAML file."),
+    out: Path = typer.Option(None, "--out", "-o", help="Run dir (default runs/<name>)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Expand, validate, preflight and render every trial; create no resource."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.planner import plan_campaign
+
+    summary = plan_campaign(file, out)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+    con = Console()
+    con.print(f"campaign [bold]{summary['campaign']}[/bold]: {summary['trials']} trials "
+              f"-> {summary['run_dir']}")
+    for title in ("by_task", "by_agent", "by_substrate", "states"):
+        table = Table(title.replace("by_", ""), "trials")
+        for k, v in sorted(summary[title].items()):
+            table.add_row(k, str(v))
+        con.print(table)
+    c, p = summary["concurrency"], summary["peak"]
+    con.print(f"concurrency {c['total']} (per substrate {c['per_substrate']}); peak "
+              f"{p['cpus']} cpus, {p['memory_mb']} MiB")
+
+
+@campaign_app.command("apply")
+def apply(
+    target: Path = typer.Argument(..., help="Campaign file or run dir."),
+    out: Path = typer.Option(None, "--out", "-o", help="Run dir for a file."),
+    concurrency: int = typer.Option(None, "--concurrency", "-j", help="Total parallel trials."),
+    force: bool = typer.Option(False, "--force", help="Re-run finished trials that changed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Run every trial without a final result; resume after a crash; Ctrl-C stops cleanly."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from harness.campaign_ops import apply_campaign
+
+    con = Console(stderr=True)
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        console=con, transient=True, disable=as_json)
+    overall = progress.add_task("trials", total=None)
+    lines: dict[str, int] = {}
+
+    def on_change(state) -> None:
+        progress.update(overall, total=state.total, completed=state.done,
+                        description=f"trials {dict(sorted(state.statuses.items()))}")
+        for trial_id, phase in state.running.items():
+            if trial_id not in lines:
+                lines[trial_id] = progress.add_task("", total=None)
+            progress.update(lines[trial_id], description=f"  {trial_id}: {phase}")
+        for trial_id in [t for t in lines if t not in state.running]:
+            progress.remove_task(lines.pop(trial_id))
+
+    with progress:
+        summary = apply_campaign(target, out, concurrency, force, on_change,
+                                 log=(lambda m: None) if as_json else con.print)
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        con.print(f"ran {summary['ran']} (kept {summary['kept']}): {summary['statuses']}; "
+                  f"results in {summary['run_dir']}/results")
+    if summary["cancelled"]:
+        raise typer.Exit(130)
+
+
+@campaign_app.command("status")
+def status(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
+           as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Counts by status, running trials and their phase, ETA."""
+    from harness.campaign_ops import campaign_status
+
+    st = campaign_status(run_dir)
+    if as_json:
+        print(json.dumps(st, indent=2))
+        return
+    print(f"{st['campaign']}: {st['total']} trials {st['states']}")
+    for trial_id, phase in st["running"].items():
+        print(f"  running {trial_id}: {phase}")
+    if st["eta_sec"] is not None:
+        print(f"  eta ~{st['eta_sec']} s")
+
+
+@campaign_app.command("destroy")
+def destroy(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
+            as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Remove everything the campaign owns (idempotent)."""
+    from harness.campaign_ops import destroy_campaign
+
+    rep = destroy_campaign(run_dir)
+    if as_json:
+        print(json.dumps(rep, indent=2))
+        return
+    n = sum(len(v) for v in rep["swept"].values())
+    print(f"{rep['campaign']}: destroyed {len(rep['terraform_destroyed'])} trial state(s), "
+          f"swept {n} leftover(s)")
+
+
+@campaign_app.command("collect")
+def collect(run_dir: Path = typer.Argument(..., help="Campaign run dir.")) -> None:
+    """(Re)write results/trials.parquet and results/checks.parquet."""
+    from harness.campaign_ops import collect_results
+
+    rows = collect_results(run_dir)
+    print(f"results/trials.parquet: {rows['trials']} rows, results/checks.parquet: "
+          f"{rows['checks']} rows")

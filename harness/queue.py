@@ -1,0 +1,200 @@
+"""`harness campaign apply`: drive a plan with bounded concurrency; resume; stop cleanly.
+
+A `TrialQueue` runs trials under a global limit and a per-substrate limit, writes every
+start, phase and end to the append-only, fsync'd `journal.jsonl`, and reacts to
+SIGINT/SIGTERM: the first signal starts nothing new and cancels running trials (each tears
+down and records itself `cancelled`); a second one records `cancelled` for every trial still
+tearing down, abandons it (for `harness gc`) and exits 130.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.agents import get_agent
+from harness.campaign import ENV_REF, AgentSpec, CampaignFile, move_aside, trial_state
+from harness.environment import now_iso
+from harness.errors import InputError
+from harness.paths import TrialPaths
+from harness.results import AgentRef, TaskRef, TrialRecord
+from harness.task import load_task
+from harness.terraform import TrialTerraform
+from harness.trial import Trial
+
+
+class Journal:
+    """journal.jsonl: one JSON line per event, flushed and fsync'd."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, event: str, **data: Any) -> None:
+        line = json.dumps({"ts": now_iso(), "event": event, **data}, default=str) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+
+def resolve_secrets(agent: AgentSpec) -> dict[str, str]:
+    """Values of the agent's `${VAR}` references from the caller's environment."""
+    out = {}
+    for key, ref in agent.env.items():
+        var = ENV_REF.match(ref).group(1)
+        if var not in os.environ:
+            raise InputError(f"agent {agent.label}: environment variable {var} is not set",
+                             key=f"agents.{agent.name}.env.{key}")
+        out[key] = os.environ[var]
+    return out
+
+
+@dataclass
+class QueueState:
+    """What the progress display and `status` need to know, updated live."""
+
+    total: int
+    done: int = 0
+    running: dict[str, str] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+class TrialQueue:
+    """Runs planned trials with bounded concurrency (total and per substrate)."""
+
+    def __init__(self, run_dir: Path, camp: CampaignFile, substrates: dict[str, Any],
+                 on_change: Callable[[QueueState], None] = lambda s: None):
+        self.run_dir, self.camp, self.substrates = run_dir, camp, substrates
+        self.journal = Journal(run_dir / "journal.jsonl")
+        limits = camp.limits
+        self.total = asyncio.Semaphore(limits.total)
+        self.per_sub = {n: asyncio.Semaphore(limits.per_substrate.get(n, limits.total))
+                        for n in substrates}
+        self.on_change = on_change
+        self.stopping = False
+        self.tasks: dict[str, asyncio.Task] = {}
+        self.trials: dict[str, Trial] = {}
+        self.state = QueueState(total=0)
+        self.agents = {(a.name, a.model): a for a in camp.agents}
+
+    def _trial(self, t: dict[str, Any]) -> Trial:
+        spec = self.agents[(t["agent"], t["model"])]
+        task = load_task(t["task_path"])
+        return Trial(task=task, agent=get_agent(spec.name, model=spec.model, **spec.kwargs),
+                     substrate=self.substrates[t["substrate"]],
+                     root=self.run_dir / "trials" / t["trial_id"], trial_id=t["trial_id"],
+                     campaign=self.camp.name, attempt=t["attempt"], retries=self.camp.retries,
+                     timeout_multiplier=self.camp.timeout_multiplier,
+                     secrets=resolve_secrets(spec), fingerprint=t["fingerprint"],
+                     on_phase=self._phase)
+
+    def _phase(self, trial_id: str, phase: str) -> None:
+        self.state.running[trial_id] = phase
+        self.journal.write("phase", trial=trial_id, phase=phase)
+        self.on_change(self.state)
+
+    async def _one(self, t: dict[str, Any]) -> TrialRecord | None:
+        async with self.total, self.per_sub[t["substrate"]]:
+            if self.stopping:
+                return None
+            trial = self._trial(t)
+            self.trials[t["trial_id"]] = trial
+            self.journal.write("started", trial=t["trial_id"])
+            started = time.monotonic()
+            try:
+                rec = await trial.run()
+            except asyncio.CancelledError:
+                self.journal.write("finished", trial=t["trial_id"], status="cancelled")
+                self._finished(t["trial_id"], "cancelled")
+                raise
+            self.journal.write("finished", trial=t["trial_id"], status=rec.status,
+                               reward=rec.reward, seconds=round(time.monotonic() - started, 1))
+            self._finished(t["trial_id"], rec.status)
+            return rec
+
+    def _finished(self, trial_id: str, status: str) -> None:
+        self.state.running.pop(trial_id, None)
+        self.state.done += 1
+        self.state.statuses[status] = self.state.statuses.get(status, 0) + 1
+        self.on_change(self.state)
+
+    def stop(self) -> None:
+        """First signal: start nothing new, cancel what runs (each tears down)."""
+        if self.stopping:
+            return self.abandon()
+        self.stopping = True
+        self.journal.write("stopping")
+        for task in self.tasks.values():
+            task.cancel()
+
+    def abandon(self) -> None:
+        """Second signal: record every unfinished trial as cancelled, then exit 130."""
+        for trial_id, trial in self.trials.items():
+            if not trial.paths.result.exists():
+                cancelled_record(trial, "abandoned during teardown (second interrupt)")
+                self.journal.write("abandoned", trial=trial_id)
+        os._exit(130)
+
+    async def run(self, todo: list[dict[str, Any]]) -> list[TrialRecord]:
+        self.state.total = len(todo)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.stop)
+        self.journal.write("apply", trials=len(todo), pid=os.getpid())
+        for t in todo:
+            self.tasks[t["trial_id"]] = asyncio.create_task(self._one(t))
+        results = await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        self.journal.write("stopped" if self.stopping else "completed")
+        return [r for r in results if isinstance(r, TrialRecord)]
+
+
+def cancelled_record(trial: Trial, message: str) -> None:
+    """Write a `cancelled` result for a trial that cannot finish its own."""
+    meta = trial.task.config.metadata
+    TrialRecord(
+        trial_id=trial.trial_id, campaign=trial.campaign, attempt=trial.attempt,
+        task=TaskRef(name=trial.task.name, path=str(trial.task.path), sha256=trial.task.sha256,
+                     layer=meta.layer, difficulty=meta.difficulty),
+        agent=AgentRef(name=trial.agent.name, model=trial.agent.model,
+                       version=trial.agent.version),
+        substrate=trial.substrate.name, status="cancelled",
+        error={"type": "Cancelled", "message": message}, harness_version=trial.agent.version,
+        timings=trial.timings, fingerprint=trial.fingerprint, finished_at=now_iso(),
+    ).write(trial.paths.result)
+
+
+def clean_unfinished(run_dir: Path, t: dict[str, Any], substrate) -> None:
+    """Tear down what an interrupted or cancelled run of this trial left, keep its evidence."""
+    paths = TrialPaths(run_dir / "trials" / t["trial_id"])
+    if not paths.trial_json.exists():
+        return
+    tf = TrialTerraform(paths)
+    try:
+        if tf.has_state():
+            tf.destroy()
+    except Exception:  # a broken state is swept by label below
+        pass
+    substrate.sweep(trial=t["trial_id"])
+    move_aside(run_dir, t["trial_id"], trial_state(run_dir, t))
