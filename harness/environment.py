@@ -1,7 +1,11 @@
 """A provisioned trial environment as agents, verifiers and gates see it.
 
 It wraps a substrate and the trial's nodes, runs commands on the primary node by default,
-and records every command an agent runs in `agent/trajectory.jsonl`.
+and records every command an agent runs in `agent/trajectory.jsonl`. Every exec carries the
+environment variable `HARNESS_SOURCE` (inherited by the command's children): the record's
+source (`agent`, `oracle`...) for recorded commands, `harness` for the harness's own
+(`record=False`: verifier, probes), so the node's command logger (harness/capture.py) can
+tell them apart.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from harness.substrates.base import ExecResult, Node, Substrate
 from harness.trajectory import CommandRecord, append_record
 
 TAIL = 2000
+MARKER = "HARNESS_SOURCE"
+HARNESS_MARK = "harness"
 
 
 def now_iso() -> str:
@@ -46,6 +52,7 @@ class TrialEnvironment:
                    source: str = "agent") -> ExecResult:
         target = node or self.primary
         started = now_iso()
+        env = {MARKER: source if record else HARNESS_MARK, **(env or {})}
         result = await self.substrate.exec(target, cmd, timeout, env=env)
         if record:
             self.record(target.name, cmd, result, started, source)
