@@ -162,7 +162,7 @@ def _free_port() -> int:
 def test_raw_qemu_baseline_boot_to_ssh(substrate, tmp_path):
     """The same kernel, initrd, overlay and seed disk, booted by qemu-system-x86_64 alone."""
     from harness.substrates.libvirt import ssh
-    from harness.substrates.libvirt.image import build_vm_image, kernel_paths
+    from harness.substrates.libvirt.image import KERNEL_CMDLINE, build_vm_image, kernel_paths
 
     base = build_vm_image(log=lambda _: None)
     kernel, initrd = kernel_paths(base)
@@ -177,7 +177,7 @@ def test_raw_qemu_baseline_boot_to_ssh(substrate, tmp_path):
     qemu = subprocess.Popen(
         ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "1024", "-smp", "1",
          "-kernel", str(kernel), "-initrd", str(initrd),
-         "-append", "root=/dev/vda console=ttyS0 panic=10",
+         "-append", KERNEL_CMDLINE,
          "-drive", f"file={tmp_path / 'hx-raw.qcow2'},if=virtio,format=qcow2",
          "-drive", f"file={tmp_path / 'hx-raw-seed.img'},if=virtio,format=raw",
          "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import InputError
+from harness.errors import InputError, SubstrateError
 from harness.substrates.base import TrialSpec
 from harness.substrates.libvirt import LibvirtSubstrate, naming, ssh
 
@@ -149,3 +149,97 @@ def test_module_variables_match_terraform_vars(substrate, tmp_path):
     required = {name for name, body in blocks.items() if "default" not in body}
     rendered = set(substrate.terraform_vars(spec(tmp_path)))
     assert required <= rendered <= set(blocks)
+
+
+class FakeDom:
+    def __init__(self, name: str, desc: str, disks: list[str]):
+        self._name, self._desc, self._disks = name, desc, disks
+        self.removed = False
+
+    def name(self):
+        return self._name
+
+    def metadata(self, kind, uri):
+        return self._desc
+
+    def XMLDesc(self, flags):  # noqa: N802 - libvirt's name
+        disks = "".join(f"<disk><source file='{d}'/></disk>" for d in self._disks)
+        return f"<domain><devices>{disks}</devices></domain>"
+
+    def destroy(self):
+        pass
+
+    def undefineFlags(self, flags):  # noqa: N802
+        self.removed = True
+
+
+class FakeNet:
+    def __init__(self, name: str, bridge: str):
+        self._name, self._bridge = name, bridge
+        self.removed = False
+
+    def name(self):
+        return self._name
+
+    def bridgeName(self):  # noqa: N802
+        return self._bridge
+
+    def isActive(self):  # noqa: N802
+        return True
+
+    def destroy(self):
+        pass
+
+    def undefine(self):
+        self.removed = True
+
+
+class FakeConn:
+    def __init__(self, doms, nets):
+        self.doms, self.nets = doms, nets
+
+    def listAllDomains(self):  # noqa: N802
+        return self.doms
+
+    def listAllNetworks(self):  # noqa: N802
+        return self.nets
+
+    def listAllStoragePools(self):  # noqa: N802
+        return []
+
+    def close(self):
+        pass
+
+
+def test_sweep_spares_live_trials_and_filters(monkeypatch, tmp_path):
+    import os
+
+    from harness.substrates.libvirt import host
+
+    pytest.importorskip("libvirt", reason="libvirt-python (the vm extra) is not installed")
+
+    def dom(trial, campaign, owner):
+        disk = tmp_path / f"hx-{trial}-n1.qcow2"
+        disk.write_text("x")
+        return FakeDom(f"hx-{trial}-n1", f"harness trial={trial} campaign={campaign} node=n1 "
+                       f"owner={owner}", [str(disk)])
+
+    def conn():
+        doms = [dom("live", "c1", os.getpid()), dom("dead", "c1", 999999999),
+                dom("other", "c2", 0), FakeDom("vm-not-ours", "", [])]
+        nets = [FakeNet(f"hx-{t}", naming.bridge_name(t)) for t in ("live", "dead", "other")]
+        return FakeConn(doms, nets + [FakeNet("default", "virbr0")])
+
+    monkeypatch.setattr(host, "connect", lambda uri: conn())
+    monkeypatch.setattr(host, "host_bridges", lambda: [])
+    everything = host.leftovers("qemu:///system")
+    assert "domain hx-live-n1" not in everything and "network hx-live" not in everything
+    assert {"domain hx-dead-n1", "domain hx-other-n1", "network hx-dead"} <= set(everything)
+    assert not any("vm-not-ours" in x or "default" in x for x in everything)
+    assert host.leftovers("qemu:///system", campaign="c1") == [
+        "domain hx-dead-n1", f"disk {tmp_path / 'hx-dead-n1.qcow2'}", "network hx-dead"]
+    assert "domain hx-live-n1" in host.leftovers("qemu:///system", trial="live")
+    removed = host.leftovers("qemu:///system", trial="dead", remove=True)
+    assert "network hx-dead" in removed and not (tmp_path / "hx-dead-n1.qcow2").exists()
+    with pytest.raises(SubstrateError):
+        host.leftovers("qemu:///system", trial="")

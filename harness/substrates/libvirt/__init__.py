@@ -167,27 +167,31 @@ class LibvirtSubstrate(Substrate):
         return await asyncio.to_thread(host.power, self.uri, node.extra["domain"], action)
 
     async def reboot(self, node: Node) -> None:
-        """Guest reboot (ACPI), reset if the guest ignores it; returns once SSH is back."""
-        key = Path(node.extra["ssh_key"])
+        """Guest reboot (ACPI), reset if the guest ignores it; returns once SSH is back.
+
+        The guest must leave its current boot (new boot id or unreachable) within 60 s or
+        it is reset; then it has `boot_timeout` seconds to answer with a new boot id.
+        """
         before = await self._boot_id(node)
         await asyncio.to_thread(host.reboot, self.uri, node.extra["domain"])
-        if not await self._rebooted(node, key, before, grace=90):
+        if not await self._wait_boot_id(node, lambda b: b != before, 60):
             await self.power(node, "reset")
-            if not await self._rebooted(node, key, before, grace=self.boot_timeout):
-                raise SubstrateError(self.name, f"{node.name} did not come back after reboot")
+        if not await self._wait_boot_id(node, lambda b: b not in ("", before), self.boot_timeout):
+            raise SubstrateError(self.name, f"{node.name} did not come back from a reboot in "
+                                 f"{self.boot_timeout:.0f}s")
 
     async def _boot_id(self, node: Node) -> str:
-        result = await self.exec(node, "cat /proc/sys/kernel/random/boot_id", timeout=20)
+        result = await ssh.probe(node.host, Path(node.extra["ssh_key"]),
+                                 "cat /proc/sys/kernel/random/boot_id")
         return result.stdout.strip() if result.ok else ""
 
-    async def _rebooted(self, node: Node, key: Path, before: str, grace: float) -> bool:
+    async def _wait_boot_id(self, node: Node, done, timeout: float) -> bool:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
+        deadline = loop.time() + timeout
         while loop.time() < deadline:
-            now = await self._boot_id(node)
-            if now and now != before:
+            if done(await self._boot_id(node)):
                 return True
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
         return False
 
     def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:

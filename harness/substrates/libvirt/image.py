@@ -3,7 +3,7 @@
 No loop device, mount or guestfs is needed: the root filesystem is written straight from
 the rootfs directory into a sparse raw file and converted with `qemu-img`. The Debian
 kernel and initrd installed in the rootfs are copied next to the disk for direct kernel
-boot (`root=/dev/vda console=ttyS0`), so the guest has the matching modules (dm-delay,
+boot (`root=/dev/vda rw console=ttyS0`), so the guest has the matching modules (dm-delay,
 dm-flakey, md, netem). The image is cached under `$HARNESS_HOME/images/` by a hash of
 the recipe (suite, mirror, packages, the guest files in `guest/` and this build's steps)::
 
@@ -32,11 +32,11 @@ from harness.errors import ToolError
 from harness.paths import harness_home
 
 GUEST = Path(__file__).resolve().parent / "guest"
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 DISK_SIZE = "8G"
-KERNEL_CMDLINE = "root=/dev/vda console=ttyS0 panic=10"
+KERNEL_CMDLINE = "root=/dev/vda rw console=ttyS0 panic=10"
 PACKAGES = (
     "systemd", "systemd-sysv", "udev", "dbus", "kmod", "openssh-server", "python3",
     "iproute2", "iputils-ping", "nftables", "chrony", "ipmitool", "sudo", "procps", "curl",
@@ -107,7 +107,7 @@ def _configure(rootfs: Path, log) -> None:
         dest.chmod(mode)
     (rootfs / "etc/hostname").write_text("harness\n")
     (rootfs / "etc/hosts").write_text("127.0.0.1\tlocalhost\n127.0.1.1\tharness\n")
-    (rootfs / "etc/fstab").write_text("/dev/vda\t/\text4\tdefaults,errors=remount-ro\t0 1\n")
+    (rootfs / "etc/fstab").write_text("/dev/vda\t/\text4\tdefaults,errors=remount-ro\t0 0\n")
     (rootfs / "etc/apt/sources.list").write_text(
         f"deb {MIRROR} {SUITE} main\ndeb {MIRROR} {SUITE}-updates main\n")
     for key in rootfs.glob("etc/ssh/ssh_host_*"):

@@ -22,8 +22,7 @@ from harness.substrates.base import ExecResult
 
 SSH_OPTIONS = (
     "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-    "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=15",
-    "-o", "ServerAliveCountMax=4",
+    "-o", "LogLevel=ERROR", "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
 )
 ANSIBLE_SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 SSH_FAILED = 255
@@ -46,8 +45,9 @@ def ensure_key(trial_root: Path, comment: str) -> str:
     return key.with_suffix(".pub").read_text().strip()
 
 
-def ssh_argv(host: str, key: Path, user: str = "root") -> list[str]:
-    return ["ssh", "-i", str(key), *SSH_OPTIONS, f"{user}@{host}"]
+def ssh_argv(host: str, key: Path, user: str = "root", connect_timeout: int = 10) -> list[str]:
+    return ["ssh", "-i", str(key), "-o", f"ConnectTimeout={connect_timeout}", *SSH_OPTIONS,
+            f"{user}@{host}"]
 
 
 def remote_command(cmd: str, timeout: float, env: dict[str, str] | None = None) -> str:
@@ -129,14 +129,20 @@ async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) 
                              result.stderr)
 
 
-async def wait_ready(host: str, key: Path, timeout: float, probe: str = "true") -> float:
-    """Poll until `probe` succeeds over SSH; return the seconds it took."""
+async def probe(host: str, key: Path, cmd: str = "true", limit: float = 8.0) -> ExecResult:
+    """One quick attempt, bounded as a whole: a node going down or booting must not stall
+    the caller on TCP or keepalive timeouts."""
+    return await run([*ssh_argv(host, key, connect_timeout=3), cmd], limit)
+
+
+async def wait_ready(host: str, key: Path, timeout: float, cmd: str = "true") -> float:
+    """Poll until `cmd` succeeds over SSH; return the seconds it took."""
     started = time.monotonic()
     last = ""
-    while (elapsed := time.monotonic() - started) < timeout:
-        result = await exec_on(host, key, probe, timeout=min(20.0, timeout - elapsed + 1))
+    while time.monotonic() - started < timeout:
+        result = await probe(host, key, cmd)
         if result.ok:
             return time.monotonic() - started
         last = result.stderr
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(0.5)
     raise SubstrateError("vm", f"{host} not reachable over SSH after {timeout:.0f}s", last)

@@ -19,7 +19,7 @@ locals {
   }
   hosts_file   = join("", concat(["127.0.0.1\tlocalhost\n"], [for name, n in local.nodes : "${n.ip}\t${name}\n"]))
   cluster_info = join("", [for name, n in local.nodes : "${name}=${n.ip}\n${name}_cluster_ip=${n.ip}\n"])
-  cmdline_args = merge({ root = "/dev/vda", console = "ttyS0", panic = "10" }, var.kernel_cmdline)
+  cmdline_args = merge({ root = "/dev/vda", console = "ttyS0", panic = "10", _ = "rw" }, var.kernel_cmdline)
   # the shape the provider reads back: one map of key=value, then one of keyless words
   cmdline = concat(
     [{ for k, v in local.cmdline_args : k => v if k != "_" }],

@@ -74,7 +74,7 @@ variable "initrd" {
 }
 
 variable "kernel_cmdline" {
-  description = "Extra kernel arguments (key = value; key \"_\" holds space-separated keyless words), merged over root=/dev/vda console=ttyS0 panic=10. The root filesystem is mounted read-only by the kernel and remounted read-write from /etc/fstab."
+  description = "Extra kernel arguments (key = value; key \"_\" holds space-separated keyless words), merged over root=/dev/vda console=ttyS0 panic=10 and the keyless rw (no fsck: overlays are fresh per trial)."
   type        = map(string)
   default     = {}
 }

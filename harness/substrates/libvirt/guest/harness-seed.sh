@@ -5,12 +5,15 @@
 set -eu
 SEED=/run/harness-seed
 dev=""
+# the seed is the second disk; a full `blkid -L` scan at early boot can take seconds
 for _ in $(seq 1 50); do
-    dev=$(blkid -L HXSEED 2>/dev/null || true)
-    [ -n "$dev" ] && break
-    [ -b /dev/vdb ] && { dev=/dev/vdb; break; }
+    if [ -b /dev/vdb ] && [ "$(blkid -o value -s LABEL /dev/vdb 2>/dev/null)" = HXSEED ]; then
+        dev=/dev/vdb
+        break
+    fi
     sleep 0.2
 done
+[ -n "$dev" ] || dev=$(blkid -L HXSEED 2>/dev/null || true)
 if [ -n "$dev" ]; then
     mkdir -p "$SEED"
     mountpoint -q "$SEED" || mount -o ro "$dev" "$SEED"
