@@ -10,6 +10,13 @@ from harness.errors import RegistryError
 _REGISTRY: dict[str, str] = {
     "oracle": "harness.agents.oracle:OracleAgent",
     "nop": "harness.agents.nop:NopAgent",
+    "replay": "harness.agents.replay:ReplayAgent",
+    "claude-code": "harness.agents.cli:ClaudeCodeAgent",
+    "codex": "harness.agents.cli:CodexAgent",
+    "gemini-cli": "harness.agents.cli:GeminiCliAgent",
+    "opencode": "harness.agents.cli:OpenCodeAgent",
+    "aider": "harness.agents.cli:AiderAgent",
+    "openai": "harness.agents.openai_agent:OpenAIAgent",
 }
 
 __all__ = ["Agent", "AgentContext", "AgentOutcome", "get_agent", "names"]
