@@ -80,16 +80,21 @@ class CampaignFile(BaseModel):
     agents: list[AgentSpec] = Field(min_length=1)
     attempts: int = Field(default=3, ge=1)
     substrate: dict[str, str] = Field(default_factory=dict)
-    concurrency: int | Concurrency = Field(default_factory=Concurrency)
+    concurrency: Concurrency = Field(default_factory=Concurrency)
     timeout_multiplier: float = Field(default=1.0, gt=0)
     retries: int = Field(default=2, ge=0)
     image_overrides: dict[str, str] = Field(default_factory=dict)
     seed: int = 0
 
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _total_only(cls, v: Any) -> Any:
+        """`concurrency: 3` is shorthand for `concurrency: {total: 3}`."""
+        return {"total": v} if isinstance(v, int) and not isinstance(v, bool) else v
+
     @property
     def limits(self) -> Concurrency:
-        c = self.concurrency
-        return Concurrency(total=c) if isinstance(c, int) else c
+        return self.concurrency
 
 
 def load_campaign(path: str | Path) -> tuple[CampaignFile, str]:
@@ -104,15 +109,14 @@ def load_campaign(path: str | Path) -> tuple[CampaignFile, str]:
         raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from exc
     if not isinstance(raw, dict):
         raise ConfigError("expected a mapping with name, tasks, agents", file=str(path))
-    if isinstance(raw.get("concurrency"), int) and raw["concurrency"] < 1:
-        raise ConfigError("must be >= 1 (0 would run nothing)", file=str(path),
-                          key="concurrency")
     try:
         return CampaignFile.model_validate(raw), text
     except ValidationError as exc:
         e = exc.errors()[0]
         key = ".".join(str(x) for x in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "greater_than_equal":
+            msg = f"must be >= {e['ctx']['ge']} (got {e.get('input')!r})"
         if e["type"] == "extra_forbidden":
             msg = f"unknown key; valid: {', '.join(CampaignFile.model_fields)}"
         raise ConfigError(msg, file=str(path), key=key) from exc

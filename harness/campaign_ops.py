@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from harness.collect import collect
 from harness.errors import InputError
 from harness.planner import ensure_run_dir, plan_campaign, substrates_for
 from harness.queue import Journal, QueueState, TrialQueue, clean_unfinished, resolve_secrets
+from harness.trial import run_async
 
 
 def _campaign(plan: dict[str, Any]) -> CampaignFile:
@@ -62,7 +62,7 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
         todo.append(t)
     log(f"{kept} trial(s) already done, {len(todo)} to run")
     queue = TrialQueue(run_dir, camp, subs, on_change=on_change)
-    records = asyncio.run(queue.run(todo)) if todo else []
+    records = run_async(queue.run(todo)) if todo else []
     rows = collect(run_dir)
     return {"run_dir": str(run_dir), "kept": kept, "ran": len(records),
             "cancelled": queue.stopping, "statuses": dict(Counter(r.status for r in records)),

@@ -11,7 +11,7 @@ from harness.paths import SEED_TASKS
 from harness.results import TrialRecord
 from harness.substrates import get_substrate
 from harness.task import discover_tasks, load_task
-from harness.trial import Trial, make_trial_id
+from harness.trial import Trial, make_trial_id, run_async
 
 
 async def _run_all(trials: list[Trial], concurrency: int) -> list[TrialRecord]:
@@ -40,4 +40,4 @@ def quickstart(tasks_dir: Path = SEED_TASKS, out: Path = Path("runs"),
             trials.append(Trial(task=task, agent=get_agent(agent), substrate=sub, root=root,
                                 trial_id=trial_id, campaign="quickstart", retries=1,
                                 on_phase=on_phase or (lambda t, p: None)))
-    return asyncio.run(_run_all(trials, concurrency))
+    return run_async(_run_all(trials, concurrency))

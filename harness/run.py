@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,7 +9,7 @@ from harness.agents import get_agent
 from harness.results import TrialRecord
 from harness.substrates import get_substrate
 from harness.task import load_task
-from harness.trial import Trial, make_trial_id
+from harness.trial import Trial, make_trial_id, run_async
 
 
 def default_substrate(task) -> str:
@@ -33,4 +32,4 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     root = Path(out).resolve() / "adhoc" / "trials" / trial_id
     trial = Trial(task=task, agent=the_agent, substrate=sub, root=root, trial_id=trial_id,
                   keep=keep, retries=retries, on_phase=on_phase or (lambda t, p: None))
-    return asyncio.run(trial.run())
+    return run_async(trial.run())

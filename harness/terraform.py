@@ -139,6 +139,7 @@ class TrialTerraform:
     def __init__(self, paths: TrialPaths):
         terraform_env()
         self.paths = paths
+        self.state_broken = _quarantine_broken_state(paths.terraform / "terraform.tfstate")
         self.tf = Terraform1(working_dir=str(paths.terraform), terraform_bin_path=terraform_bin())
         self.log = paths.terraform / "terraform.log"
 
@@ -176,6 +177,19 @@ class TrialTerraform:
             return bool(json.loads(state.read_text()).get("resources"))
         except ValueError:
             return True
+
+
+def _quarantine_broken_state(state: Path) -> bool:
+    """A process killed mid-write can leave an empty or partial state file; keep it as
+    `terraform.tfstate.broken` (resources are then found by label) and report it."""
+    if not state.exists():
+        return False
+    try:
+        json.loads(state.read_text() or "null")["version"]
+        return False
+    except (ValueError, TypeError, KeyError):
+        state.replace(state.with_suffix(".tfstate.broken"))
+        return True
 
 
 def _error_summary(text: str) -> str:

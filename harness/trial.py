@@ -10,6 +10,7 @@ under `retries/<n>/`, never scored.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import shutil
@@ -33,6 +34,17 @@ from harness.terraform import TrialTerraform, providers_for, render_root, write_
 from harness.verifier import GateResult, run_verifier
 
 PRE_WINDOW = ("provision", "setup", "bootstrap", "agent_setup")
+_EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="hx-trial")
+
+
+def run_async(coro):
+    """asyncio.run with a default executor wide enough for many concurrent trials."""
+
+    async def main():
+        asyncio.get_running_loop().set_default_executor(_EXECUTOR)
+        return await coro
+
+    return asyncio.run(main())
 
 
 def make_trial_id(task: str, agent: str, attempt: int, salt: str | None = None) -> str:
@@ -71,7 +83,23 @@ class Trial:
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root)
         self.timings: dict[str, dict] = {}
         self.env: TrialEnvironment | None = None
+        self._pending: list[concurrent.futures.Future] = []
         self.tf = TrialTerraform(self.paths)
+
+    def _blocking(self, fn, *args):
+        """Run blocking work (terraform, ansible, SDK calls) in a thread, remembered so that
+        teardown can wait for it: a cancelled await does not stop the thread."""
+        cf = _EXECUTOR.submit(fn, *args)
+        self._pending.append(cf)
+        return asyncio.wrap_future(cf)
+
+    async def _settle(self, timeout: float = 600) -> None:
+        """Wait for blocking work still running (e.g. an apply interrupted by Ctrl-C)."""
+        running = [f for f in self._pending if not f.done()]
+        if running:
+            self.event("teardown.waiting", n=len(running))
+            await asyncio.to_thread(concurrent.futures.wait, running, timeout)
+        self._pending.clear()
 
     def event(self, name: str, **data) -> None:
         rec = {"ts": now_iso(), "elapsed_sec": round(time.monotonic() - self._t0, 3),
@@ -100,13 +128,13 @@ class Trial:
             "harness_version": __version__})
 
     async def _provision(self) -> None:
-        image = await asyncio.to_thread(self.substrate.prepare, self.spec, lambda m: None)
+        image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
-        tf_vars = await asyncio.to_thread(self.substrate.terraform_vars, self.spec)
+        tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
         write_root(self.paths, render_root(self.substrate.terraform_module(),
                                            self.paths.terraform, tf_vars,
                                            providers_for(self.substrate.name)))
-        outputs = await asyncio.to_thread(self.tf.apply)
+        outputs = await self._blocking(self.tf.apply)
         nodes = self.substrate.nodes(self.spec, outputs)
         write_inventory(self.paths, self.substrate.inventory(self.spec, nodes))
         self.env = TrialEnvironment(self.substrate, nodes, self.paths,
@@ -120,7 +148,7 @@ class Trial:
             self.on_phase(self.trial_id, phase)
         start, t = now_iso(), time.monotonic()
         try:
-            plays = await asyncio.to_thread(run_playbook, self.paths, "prepare",
+            plays = await self._blocking(run_playbook, self.paths, "prepare",
                                             ["setup", "bootstrap"], extra, self.task.path)
             failed_play = None
         except AnsibleError as exc:
@@ -274,6 +302,7 @@ class Trial:
 
     async def _teardown(self) -> list[str]:
         """terraform destroy, then prove nothing with the trial's label is left."""
+        await self._settle()
         try:
             await asyncio.to_thread(self.tf.destroy)
         except HarnessError as exc:

@@ -1,0 +1,90 @@
+"""Campaign files: validation errors name the file and key; ids are deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.campaign import (
+    AgentSpec,
+    expand,
+    load_campaign,
+    resolve_tasks,
+    trial_id_for,
+    write_plan,
+)
+from harness.errors import ConfigError, InputError, RegistryError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def camp_file(tmp_path: Path, **doc) -> Path:
+    base = {"name": "c1", "tasks": [str(REPO / "tasks/hello-docker")],
+            "agents": [{"name": "oracle"}]}
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump({**base, **doc}))
+    return path
+
+
+def test_defaults_and_expansion(tmp_path):
+    camp, _ = load_campaign(camp_file(tmp_path, agents=[{"name": "oracle"}, {"name": "nop"}]))
+    assert camp.attempts == 3 and camp.retries == 2
+    tasks = resolve_tasks(camp, tmp_path)
+    trials = expand(camp, tasks)
+    assert len(trials) == 6
+    assert len({t.trial_id for t in trials}) == 6
+    again = expand(camp, tasks)
+    assert [t.trial_id for t in trials] == [t.trial_id for t in again]
+
+
+def test_trial_ids_are_deterministic_and_distinct():
+    a = AgentSpec(name="openai", model="gpt-x")
+    assert trial_id_for("c", "t", a, 1, 0) == trial_id_for("c", "t", a, 1, 0)
+    assert trial_id_for("c", "t", a, 1, 0) != trial_id_for("c", "t", a, 2, 0)
+    assert trial_id_for("c", "t", a, 1, 0).startswith("t-openai-gpt-x-1-")
+
+
+def test_filters_select_by_layer(tmp_path):
+    camp, _ = load_campaign(camp_file(tmp_path, tasks=[{"path": str(REPO / "tasks/*"),
+                                                        "layer": ["L4"]}]))
+    assert [t.name for t in resolve_tasks(camp, tmp_path)] == ["nginx-tls-mismatch"]
+
+
+@pytest.mark.parametrize("doc,err,match", [
+    ({"concurrency": 0}, ConfigError, "concurrency.total: must be >= 1 \\(got 0\\)"),
+    ({"attempts": 0}, ConfigError, "attempts"),
+    ({"colour": "blue"}, ConfigError, "colour: unknown key; valid: name, tasks"),
+    ({"name": "Bad Name"}, ConfigError, "name"),
+    ({"agents": [{"name": "oracle", "env": {"KEY": "sk-literal"}}]}, ConfigError,
+     "must reference the caller's environment"),
+    ({"concurrency": {"total": 2, "per_substrate": {"vm": 0}}}, ConfigError, "must be >= 1"),
+])
+def test_bad_campaign_files(tmp_path, doc, err, match):
+    with pytest.raises(err, match=match) as exc:
+        load_campaign(camp_file(tmp_path, **doc))
+    assert str(tmp_path / "campaign.yaml") in str(exc.value)
+
+
+def test_unknown_task_path(tmp_path):
+    camp, _ = load_campaign(camp_file(tmp_path, tasks=["does/not/exist"]))
+    with pytest.raises(InputError, match="'does/not/exist' matches no task directory"):
+        resolve_tasks(camp, tmp_path)
+
+
+def test_unknown_agent_lists_valid(tmp_path):
+    from harness.planner import plan_campaign
+
+    with pytest.raises(RegistryError, match="unknown agent 'gpt-magic'; valid: .*oracle"):
+        plan_campaign(camp_file(tmp_path, agents=[{"name": "gpt-magic"}]), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_run_dir_of_another_campaign_is_refused(tmp_path):
+    camp, text = load_campaign(camp_file(tmp_path))
+    trials = expand(camp, resolve_tasks(camp, tmp_path))
+    write_plan(tmp_path / "run", camp, text, tmp_path / "campaign.yaml", trials)
+    other, text2 = load_campaign(camp_file(tmp_path, name="c2"))
+    with pytest.raises(InputError, match="belongs to campaign 'c1', not 'c2'"):
+        write_plan(tmp_path / "run", other, text2, tmp_path / "campaign.yaml", trials)
