@@ -44,13 +44,14 @@ def _tar(src: Path) -> bytes:
     return buf.getvalue()
 
 
-def raw_run(client, image: str, i: int) -> float:
+def raw_run(client, image: str, i: int, subnet_index: int = 0) -> float:
     """The same work with the Docker SDK directly: no Terraform, no Ansible, no records."""
     t = time.perf_counter()
     name = f"hx-bench-raw-{i}"
+    subnet = f"10.214.{subnet_index % 256}.0/24"
     net = client.networks.create(name, driver="bridge", internal=True,
                                  ipam=docker.types.IPAMConfig(pool_configs=[
-                                     docker.types.IPAMPool(subnet="10.213.254.0/24")]),
+                                     docker.types.IPAMPool(subnet=subnet)]),
                                  labels={"harness.trial": name})
     c = client.containers.run(image, detach=True, name=name, hostname="node0", network=name,
                               cap_add=["NET_ADMIN", "SYS_ADMIN"],
