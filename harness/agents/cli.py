@@ -48,7 +48,7 @@ from harness.agents.prices import cost_usd
 from harness.agents.secrets import AGENT_KEYS
 from harness.errors import HarnessError
 
-PROMPT_DIR = "/tmp/hx-agent"
+PROMPT_DIR = "/opt/hx-agent"
 PROMPT = f"{PROMPT_DIR}/instruction.md"
 Tokens = dict[str, int | None]
 
