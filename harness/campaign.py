@@ -71,6 +71,14 @@ class Concurrency(BaseModel):
         return v
 
 
+class Capacity(BaseModel):
+    """Host over-commit for VM trials (memory and vCPUs held while a trial runs)."""
+
+    model_config = ConfigDict(extra="forbid")
+    memory_overcommit: float = Field(default=1.0, gt=0)
+    cpu_overcommit: float = Field(default=4.0, gt=0)
+
+
 class CampaignFile(BaseModel):
     """The campaign file (ours: unknown keys are errors)."""
 
@@ -84,6 +92,7 @@ class CampaignFile(BaseModel):
     timeout_multiplier: float = Field(default=1.0, gt=0)
     retries: int = Field(default=2, ge=0)
     image_overrides: dict[str, str] = Field(default_factory=dict)
+    capacity: Capacity = Field(default_factory=Capacity)
     seed: int = 0
 
     @field_validator("concurrency", mode="before")

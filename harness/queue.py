@@ -21,6 +21,7 @@ from typing import Any
 
 from harness.agents import get_agent
 from harness.campaign import ENV_REF, AgentSpec, CampaignFile, move_aside, trial_state
+from harness.capacity import VM_SUBSTRATES, CapacityPool
 from harness.environment import now_iso
 from harness.errors import InputError
 from harness.paths import TrialPaths
@@ -96,6 +97,8 @@ class TrialQueue:
         self.trials: dict[str, Trial] = {}
         self.state = QueueState(total=0)
         self.agents = {(a.name, a.model): a for a in camp.agents}
+        self.capacity = CapacityPool(memory_overcommit=camp.capacity.memory_overcommit,
+                                     cpu_overcommit=camp.capacity.cpu_overcommit)
 
     def _trial(self, t: dict[str, Any]) -> Trial:
         spec = self.agents[(t["agent"], t["model"])]
@@ -114,7 +117,9 @@ class TrialQueue:
         self.on_change(self.state)
 
     async def _one(self, t: dict[str, Any]) -> TrialRecord | None:
-        async with self.total, self.per_sub[t["substrate"]]:
+        vm = t["substrate"] in VM_SUBSTRATES
+        async with self.total, self.per_sub[t["substrate"]], self.capacity.hold(
+                t["memory_mb"] if vm else 0, t["cpus"] if vm else 0):
             if self.stopping:
                 return None
             trial = self._trial(t)
@@ -157,6 +162,9 @@ class TrialQueue:
 
     async def run(self, todo: list[dict[str, Any]]) -> list[TrialRecord]:
         self.state.total = len(todo)
+        for t in todo:
+            if t["substrate"] in VM_SUBSTRATES:
+                self.capacity.check(t["trial_id"], t["memory_mb"], t["cpus"])
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, self.stop)
