@@ -71,8 +71,8 @@ else
 fi
 
 step "Terraform"
-if command -v terraform >/dev/null && terraform version -json 2>/dev/null | .venv/bin/python -c 'import json,sys; v=json.load(sys.stdin)["terraform_version"].split("."); sys.exit(0 if (int(v[0]),int(v[1]))>=(1,5) else 1)'; then
-  echo "using $(command -v terraform): $(terraform version | head -1)"
+if command -v terraform >/dev/null && TF_CLI_CONFIG_FILE=/dev/null terraform version -json 2>/dev/null | .venv/bin/python -c 'import json,sys; v=json.load(sys.stdin)["terraform_version"].split("."); sys.exit(0 if (int(v[0]),int(v[1]))>=(1,5) else 1)'; then
+  echo "using $(command -v terraform): $(TF_CLI_CONFIG_FILE=/dev/null terraform version | head -1)"
 else
   echo "building Terraform 1.11.4 from the Go module proxy into $HARNESS_HOME/bin"
   GOBIN="$HARNESS_HOME/bin" GOFLAGS=-mod=mod go install github.com/hashicorp/terraform@v1.11.4
