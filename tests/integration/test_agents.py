@@ -221,8 +221,8 @@ def test_secret_is_in_no_file_of_the_trial_dir(claude_trial):
     trial, _, _ = claude_trial
     assert files_containing(trial.paths.root, SECRET) == []
     assert "[REDACTED]" in trial.paths.agent_log.read_text()
-    leaked = asyncio.run(trial.env.exec("grep -c sk-agents-test /var/log/harness/commands.log",
-                                        30, record=False))
+    leaked = asyncio.run(trial.env.exec(  # the pattern does not match its own command line
+        "grep -c 'key=sk-agents-tes[t]' /var/log/harness/commands.log", 30, record=False))
     assert int(leaked.stdout.strip() or 0) >= 1, "the fake CLI should have leaked the key"
 
 
