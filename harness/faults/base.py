@@ -1,0 +1,200 @@
+"""The Fault axis: what a fault is (`FaultSpec`, its `Param`s), one injection (`FaultRecord`)
+and the small base class every fault kind implements (`Fault`).
+
+A fault's parameters are documented once, in its role's `meta/argument_specs.yml`; the
+registry reads them from there (role-prefixed options are the parameters, `fi_*` options
+belong to the harness), so `harness fault list`, the CLI's validation and Ansible's own
+argument validation agree.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import yaml
+
+from harness.errors import InputError, ToolError
+from harness.paths import ROLES
+
+STATES = ("injected", "healed", "partial")
+
+
+class FaultError(ToolError):
+    """A fault action failed on a node; the message carries the node's own words."""
+
+    def __init__(self, message: str, stderr_tail: str = ""):
+        super().__init__("fault", message, stderr_tail=stderr_tail)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One documented parameter of a fault."""
+
+    name: str
+    type: str
+    description: str
+    default: Any = None
+    required: bool = False
+    choices: tuple | None = None
+    internal: bool = False
+
+    def coerce(self, value: Any, fault: str) -> Any:
+        """The value converted to the parameter's type (strings from the CLI included)."""
+        where = f"fault {fault}: parameter {self.name}"
+        try:
+            if self.type == "int":
+                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                    raise ValueError(value)
+                value = int(value)
+            elif self.type == "float":
+                value = float(value)
+            elif self.type == "bool":
+                if isinstance(value, str):
+                    low = value.strip().lower()
+                    if low not in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+                        raise ValueError(value)
+                    value = low in ("true", "yes", "1", "on")
+                elif not isinstance(value, bool):
+                    raise ValueError(value)
+            elif self.type == "str":
+                if not isinstance(value, str | int | float) or isinstance(value, bool):
+                    raise ValueError(value)
+                value = str(value)
+            elif self.type == "dict" and not isinstance(value, dict):
+                raise ValueError(value)
+            elif self.type == "list" and not isinstance(value, list):
+                raise ValueError(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{where}: expected {self.type}, got {value!r}") from exc
+        if self.choices and value not in self.choices:
+            raise InputError(f"{where}: {value!r} is not one of {list(self.choices)}")
+        return value
+
+    def describe(self) -> str:
+        text = f"{self.name} ({self.type}"
+        text += ", required)" if self.required else f", default {self.default!r})"
+        return text
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """A registry entry: what the fault is, where it can run, how it is driven."""
+
+    name: str
+    layer: str
+    kind: str
+    summary: str
+    substrates: tuple[str, ...]
+    role: str | None = None
+    deadman: bool = False
+    unsupported: dict[str, str] = field(default_factory=dict)
+    internal_params: tuple[str, ...] = ()
+
+    @property
+    def params(self) -> dict[str, Param]:
+        return role_params(self.role, self.internal_params) if self.role else {}
+
+    def check_params(self, given: dict[str, Any]) -> dict[str, Any]:
+        """Validated, typed, defaulted user parameters; unknown or missing ones are refused."""
+        params = {n: p for n, p in self.params.items() if not p.internal}
+        unknown = sorted(set(given) - set(params))
+        if unknown:
+            valid = ", ".join(p.describe() for p in params.values()) or "none"
+            raise InputError(f"fault {self.name}: unknown parameter(s) {unknown}; valid: {valid}")
+        out = {}
+        for name, p in params.items():
+            if name in given:
+                out[name] = p.coerce(given[name], self.name)
+            elif p.required:
+                raise InputError(f"fault {self.name}: parameter {name} is required "
+                                 f"({p.description})")
+            else:
+                out[name] = p.default
+        return out
+
+    def check_substrate(self, substrate: str) -> None:
+        if substrate in self.substrates:
+            return
+        why = self.unsupported.get(substrate, "")
+        raise InputError(f"fault {self.name} cannot run on substrate {substrate!r}"
+                         f"{': ' + why if why else ''}; supported: {', '.join(self.substrates)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "layer": self.layer, "kind": self.kind, "role": self.role,
+                "summary": self.summary, "substrates": list(self.substrates),
+                "deadman": self.deadman, "unsupported": self.unsupported,
+                "params": [asdict(p) for p in self.params.values() if not p.internal]}
+
+
+@functools.cache
+def role_params(role: str, internal: tuple[str, ...] = ()) -> dict[str, Param]:
+    """A role's parameters from its meta/argument_specs.yml (role-prefixed options)."""
+    spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    prefix = f"{role}_"
+    out = {}
+    for key, opt in options.items():
+        if not key.startswith(prefix):
+            continue
+        name = key[len(prefix):]
+        out[name] = Param(name=name, type=opt.get("type", "str"),
+                          description=opt.get("description", ""), default=opt.get("default"),
+                          required=bool(opt.get("required")),
+                          choices=tuple(opt["choices"]) if opt.get("choices") else None,
+                          internal=name in internal)
+    return out
+
+
+@dataclass
+class FaultRecord:
+    """One injection: what, where, with which parameters, and what the nodes reported."""
+
+    id: str
+    fault: str
+    layer: str
+    targets: list[str]
+    hosts: list[str]
+    params: dict[str, Any]
+    deadman_sec: int = 0
+    duration_sec: float | None = None
+    created: str = ""
+    status: str = "injecting"
+    detail: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("injecting", "active", "inject_failed", "heal_failed")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Fault(ABC):
+    """One kind of fault driver. `inject` and `heal` return per-host details; `verify`
+    returns per-host (state, detail) with state in STATES. `heal` must succeed when there
+    is nothing to undo."""
+
+    def __init__(self, spec: FaultSpec):
+        self.spec = spec
+
+    def plan(self, nodes: list[str], targets: list[str], params: dict[str, Any],
+             kind: str = "named", rng=None) -> tuple[list[str], dict[str, Any]]:
+        """(hosts the fault acts on, parameters incl. derived ones) for the chosen targets;
+        `kind` is the selector's kind (one, all, bridge, named, ...)."""
+        return targets, params
+
+    @abstractmethod
+    async def inject(self, env, rec: FaultRecord) -> dict[str, Any]:
+        """Inject and prove it (inject, then verify injected); return details per host."""
+
+    @abstractmethod
+    async def heal(self, env, rec: FaultRecord) -> dict[str, bool]:
+        """Undo and prove it; per host, whether anything was undone."""
+
+    @abstractmethod
+    async def verify(self, env, rec: FaultRecord) -> dict[str, tuple[str, str]]:
+        """The fault's state on each host."""

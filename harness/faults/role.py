@@ -1,0 +1,121 @@
+"""Role faults: `roles/fi_<layer>_<fault>/` run through `playbooks/faults.yml`.
+
+One ansible-runner run per step, and each step proves itself: inject runs the actions
+`[inject, verify]` with `fi_expect=injected`, heal runs `[heal, verify]` with
+`fi_expect=healed`. The scripts report back on lines `HX {json}` that are read from the
+run's job events (`ansible/fault-<id>-<step>-<n>/artifacts/*/job_events/`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from harness.ansible import run_playbook
+from harness.errors import AnsibleError, InputError
+from harness.faults import targets as sel
+from harness.faults.base import Fault, FaultError, FaultRecord
+from harness.paths import PLAYBOOKS, TrialPaths
+
+FAULTS_PLAYBOOK = PLAYBOOKS / "faults.yml"
+
+
+class RoleFault(Fault):
+    """A fault implemented by an Ansible role with inject/heal/verify task files."""
+
+    timeout = 300
+
+    async def inject(self, env, rec: FaultRecord) -> dict[str, Any]:
+        out = await self.run(env, rec, ["inject", "verify"], expect="injected")
+        return {h: r.get("detail", {}) for h, r in out.items()}
+
+    async def heal(self, env, rec: FaultRecord) -> dict[str, bool]:
+        out = await self.run(env, rec, ["heal", "verify"], expect="healed")
+        return {h: bool(r.get("changed")) for h, r in out.items()}
+
+    async def verify(self, env, rec: FaultRecord) -> dict[str, tuple[str, str]]:
+        out = await self.run(env, rec, ["verify"])
+        return {h: (r.get("state", "partial"), r.get("why", "")) for h, r in out.items()}
+
+    def extravars(self, rec: FaultRecord, actions: list[str], expect: str) -> dict[str, Any]:
+        role = self.spec.role
+        ledger = {k: v for k, v in rec.to_dict().items() if k not in ("detail", "status",
+                                                                        "error")}
+        return {"fi_hosts": ",".join(rec.hosts), "fi_actions": actions, "fi_id": rec.id,
+                "fi_fault": rec.fault, "fi_record": ledger, "fi_detail": rec.detail,
+                "fi_expect": expect, "fi_deadman_sec": int(rec.deadman_sec or 0),
+                **{f"{role}_{k}": v for k, v in rec.params.items()}}
+
+    async def run(self, env, rec: FaultRecord, actions: list[str],
+                  expect: str = "") -> dict[str, dict[str, Any]]:
+        """Run the fault's play on its hosts; per host, the merged `HX` reports."""
+        paths: TrialPaths = env.paths
+        stage = _stage(paths, f"fault-{rec.id}-{actions[0]}")
+        extra = self.extravars(rec, actions, expect)
+        try:
+            await asyncio.to_thread(run_playbook, paths, stage, [f"fault_{rec.fault}"], extra,
+                                    None, FAULTS_PLAYBOOK, self.timeout)
+        except AnsibleError as exc:
+            raise FaultError(f"{rec.fault} {'+'.join(actions)} ({rec.id}) failed: "
+                             f"{_node_error(paths, stage) or exc.message}") from exc
+        return reports(paths, stage)
+
+
+class PartitionFault(RoleFault):
+    """The partition fault: the target selector becomes per-host block lists."""
+
+    def plan(self, nodes, targets, params, kind="named", rng=None):
+        groups = sel.partition_groups(kind, targets, nodes, rng)
+        blocks = sel.blocks(groups, nodes)
+        if not blocks:
+            raise InputError(f"a partition of {targets} cuts nothing off: every node stays "
+                             f"in one group (nodes: {', '.join(nodes)})")
+        return [n for n in nodes if n in blocks], {**params, "blocks": blocks}
+
+
+def _stage(paths: TrialPaths, prefix: str) -> str:
+    n = 1
+    while paths.ansible(f"{prefix}-{n}").exists():
+        n += 1
+    return f"{prefix}-{n}"
+
+
+def _events(paths: TrialPaths, stage: str) -> list[dict]:
+    out = []
+    for f in sorted(paths.ansible(stage).glob("artifacts/*/job_events/*.json"),
+                    key=lambda p: int(p.name.split("-", 1)[0])):
+        try:
+            out.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def reports(paths: TrialPaths, stage: str) -> dict[str, dict[str, Any]]:
+    """Per host, every `HX {json}` line its scripts printed, merged in order."""
+    out: dict[str, dict[str, Any]] = {}
+    for ev in _events(paths, stage):
+        if ev.get("event") != "runner_on_ok":
+            continue
+        data = ev.get("event_data", {})
+        for line in str((data.get("res") or {}).get("stdout", "")).splitlines():
+            if line.startswith("HX "):
+                try:
+                    out.setdefault(data.get("host", ""), {}).update(json.loads(line[3:]))
+                except ValueError:
+                    continue
+    return out
+
+
+def _node_error(paths: TrialPaths, stage: str) -> str:
+    """The first failure in the node's own words (the script's last stderr line)."""
+    for ev in _events(paths, stage):
+        if ev.get("event") not in ("runner_on_failed", "runner_on_unreachable"):
+            continue
+        data = ev.get("event_data", {})
+        res = data.get("res") or {}
+        stderr = [x for x in str(res.get("stderr", "")).splitlines() if x.strip()]
+        msg = stderr[-1] if stderr else str(res.get("msg", ""))
+        return f"{data.get('host')}: {' '.join(msg.split())[:500]}"
+    return ""

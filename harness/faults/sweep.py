@@ -1,0 +1,108 @@
+"""Node-side heal and ownership sweep without Ansible, for heal_all, decommission and gc.
+
+`roles/fi_common/files/sweep.sh` runs every heal script recorded on the node
+(`/var/lib/harness/faults/<id>/heal.sh`, newest first), then removes whatever the harness
+owns by name; in `list` mode it only reports. `gc_faults` finds the live nodes of crashed
+or killed trials (Docker: running containers by label) and runs it there before their
+resources are removed. `kept_environment` rebuilds a TrialEnvironment from a trial
+directory (trial.json + inventory.yml), for `harness fault` on a trial run with `--keep`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import yaml
+
+from harness.errors import InputError
+from harness.paths import ROLES, TrialPaths
+from harness.substrates.base import Node
+
+SWEEP_SH = ROLES / "fi_common" / "files" / "sweep.sh"
+
+
+async def sweep_node(env, node: Node, mode: str = "heal") -> list[str]:
+    """Run sweep.sh on one node; its report lines (a node that cannot be reached says so)."""
+    try:
+        res = await env.substrate.exec(node, f"set -- {mode}\n{SWEEP_SH.read_text()}", 300)
+    except Exception as exc:  # node gone or powered off
+        return [f"unreachable {type(exc).__name__}: {str(exc)[:200]}"]
+    lines = [x.strip() for x in res.stdout.splitlines() if x.strip()]
+    if not res.ok:
+        lines.append(f"failed sweep exit {res.exit_code}: {res.stderr.strip()[-200:]}")
+    return lines
+
+
+async def sweep_nodes(env, mode: str = "heal") -> dict[str, list[str]]:
+    """sweep.sh on every node of the environment, in parallel."""
+    results = await asyncio.gather(*(sweep_node(env, n, mode) for n in env.nodes))
+    return {n.name: lines for n, lines in zip(env.nodes, results, strict=True)}
+
+
+class _Bare:
+    """Just enough of a TrialEnvironment for sweep_node: a substrate and nodes."""
+
+    def __init__(self, substrate, nodes):
+        self.substrate, self.nodes = substrate, nodes
+
+
+def live_nodes(substrate, campaign: str | None, trial: str | None) -> dict[str, list[Node]]:
+    """Running nodes of the matching trials, by trial id (Docker: containers by label).
+
+    Substrates without a way to list live nodes yet (libvirt) return nothing here; their
+    trials are healed through `harness fault heal` or their own teardown.
+    """
+    if substrate.name != "docker":
+        return {}
+    from harness.substrates.docker import LABEL_TRIAL
+
+    out: dict[str, list[Node]] = {}
+    for c in substrate.client.containers.list(filters=substrate._filters(campaign, trial)):
+        labels = c.labels or {}
+        node = Node(name=labels.get("harness.node", c.name), host=c.name, cluster_ip="")
+        out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)
+    return out
+
+
+def gc_faults(substrate, campaign: str | None = None, trial: str | None = None,
+              dry_run: bool = False) -> tuple[list[str], list[str]]:
+    """(found, healed) report lines for faults and owned artifacts on live nodes."""
+    found: list[str] = []
+    healed: list[str] = []
+    for trial_id, nodes in live_nodes(substrate, campaign, trial).items():
+        env = _Bare(substrate, nodes)
+        listed = asyncio.run(sweep_nodes(env, "list"))
+        for node, lines in listed.items():
+            found += [f"{trial_id}/{node}: {x}" for x in lines]
+        if dry_run or not any(listed.values()):
+            continue
+        done = asyncio.run(sweep_nodes(env, "heal"))
+        for node, lines in done.items():
+            healed += [f"{trial_id}/{node}: {x}" for x in lines]
+    return found, healed
+
+
+def kept_environment(trial_dir: str | Path):
+    """The TrialEnvironment of a kept trial, rebuilt from trial.json and inventory.yml."""
+    from harness.environment import TrialEnvironment
+    from harness.substrates import get_substrate
+
+    paths = TrialPaths(Path(trial_dir).resolve())
+    if not paths.trial_json.is_file() or not paths.inventory.is_file():
+        raise InputError(f"{paths.root}: not a provisioned trial directory (needs trial.json "
+                         "and inventory.yml; run the trial with `harness run --keep`)")
+    meta = json.loads(paths.trial_json.read_text())
+    inv = yaml.safe_load(paths.inventory.read_text())["all"]
+    primary = set(inv.get("children", {}).get("primary", {}).get("hosts") or {})
+    nodes = []
+    for name, hv in (inv.get("hosts") or {}).items():
+        extra = {k: hv[v] for k, v in (("domain", "harness_domain"),
+                                       ("ssh_key", "ansible_ssh_private_key_file")) if v in hv}
+        nodes.append(Node(name=name, host=str(hv.get("ansible_host", name)),
+                          cluster_ip=str(hv.get("harness_cluster_ip", "")),
+                          primary=name in primary or bool(hv.get("harness_primary")),
+                          extra=extra))
+    substrate = get_substrate(meta.get("substrate", "docker"))
+    return TrialEnvironment(substrate, nodes, paths), meta
