@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.agents import get_agent
+from harness.agents.secrets import agent_secrets
 from harness.campaign import ENV_REF, AgentSpec, CampaignFile, move_aside, trial_state
 from harness.capacity import VM_SUBSTRATES, CapacityPool
 from harness.environment import now_iso
@@ -108,7 +109,8 @@ class TrialQueue:
                      root=self.run_dir / "trials" / t["trial_id"], trial_id=t["trial_id"],
                      campaign=self.camp.name, attempt=t["attempt"], retries=self.camp.retries,
                      timeout_multiplier=self.camp.timeout_multiplier,
-                     secrets=resolve_secrets(spec), fingerprint=t["fingerprint"],
+                     secrets={**agent_secrets(spec.name), **resolve_secrets(spec)},
+                     fingerprint=t["fingerprint"],
                      on_phase=self._phase)
 
     def _phase(self, trial_id: str, phase: str) -> None:

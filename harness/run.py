@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.agents import get_agent
+from harness.agents.secrets import agent_secrets
 from harness.results import TrialRecord
 from harness.substrates import get_substrate
 from harness.task import load_task
@@ -20,16 +21,18 @@ def default_substrate(task) -> str:
 def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
             out: str | Path = "runs", keep: bool = False, model: str | None = None,
             retries: int = 0, on_phase: Callable[[str, str], None] | None = None,
-            log: Callable[[str], None] = lambda m: None) -> TrialRecord:
+            log: Callable[[str], None] = lambda m: None,
+            agent_kwargs: dict | None = None) -> TrialRecord:
     """Validate the task, run one trial, return its record (also in result.json)."""
     task = load_task(task_dir)
     for w in task.warnings:
         log(f"warning: {w}")
-    the_agent = get_agent(agent, model=model)
+    the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
     sub = get_substrate(substrate or default_substrate(task))
     sub.preflight()
     trial_id = make_trial_id(task.name, agent, 1)
     root = Path(out).resolve() / "adhoc" / "trials" / trial_id
     trial = Trial(task=task, agent=the_agent, substrate=sub, root=root, trial_id=trial_id,
-                  keep=keep, retries=retries, on_phase=on_phase or (lambda t, p: None))
+                  keep=keep, retries=retries, on_phase=on_phase or (lambda t, p: None),
+                  secrets=agent_secrets(agent))
     return run_async(trial.run())

@@ -26,8 +26,11 @@ from harness.agents import Agent, AgentContext
 from harness.ansible import run_playbook, task_extravars, write_inventory
 from harness.environment import TrialEnvironment, now_iso
 from harness.errors import AnsibleError, HarnessError
+from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
+from harness.gates import GateContext, gates_for, run_gates
 from harness.paths import TrialPaths
 from harness.results import AgentRef, TaskRef, TrialRecord, write_json_atomic
+from harness.scenario import ScenarioAPI, load_scenario, run_window
 from harness.substrates import Substrate, TrialSpec
 from harness.task import Task
 from harness.terraform import TrialTerraform, providers_for, render_root, write_root
@@ -213,50 +216,92 @@ class Trial:
         return record
 
     async def _window_and_gates(self, started: str) -> TrialRecord:
+        """The agent window with the task's scenario beside it, the immediate gate, then the
+        task's other gates (live, durability, decommission: `result.json` `gates`; the
+        trial's `reward` and `status` stay the immediate gate's); heal_all before teardown."""
         ctx = AgentContext(self.trial_id, self.task,
                            self.task.config.agent.timeout_sec * self.timeout_multiplier,
                            env_vars=dict(self.secrets))
         status, error = None, None
+        faults = FaultSession(self.env, self.event, trial_seed(self.trial_id))
         try:
-            outcome = await self._phase("agent", asyncio.wait_for(
-                self.agent.run(self.task.instruction, self.env, ctx), ctx.timeout_sec + 30))
-        except TimeoutError:
-            outcome, status = None, "agent_timeout"
+            scenario = load_scenario(self.task)
         except HarnessError as exc:
-            outcome, status = None, "agent_error"
-            error = {"type": type(exc).__name__, "message": exc.message}
-        except Exception as exc:
-            outcome, status = None, "agent_error"
-            error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
-        if outcome is not None:
-            if outcome.timed_out:
-                status = "agent_timeout"
-            elif outcome.error:
-                status, error = "agent_error", {"type": "AgentError", "message": outcome.error}
-        self.event("agent.end", status=status)
-        self.paths.trajectory.touch()
-        risk = await asyncio.to_thread(self._risk_and_atif, outcome)
-        gate: GateResult = await self._phase("verify", run_verifier(
-            self.env, self.task, self.paths.verifier("immediate")))
-        self.event("verifier.result", reward=gate.reward, error=gate.error)
-        if gate.uncovered:
-            status, error = "uncovered", gate.error
-        elif gate.error:
-            status, error = "verifier_error", gate.error
-        elif status is None:
-            status = "passed" if (gate.reward or 0.0) >= 1.0 - 1e-9 else "failed"
-        rec = self._record(status, started, error=error, gate=gate)
-        rec.risk = risk
-        if outcome is not None:
-            rec.tokens, rec.cost_usd = outcome.tokens, outcome.cost_usd
-        return rec
+            return self._record("setup_error", started,
+                                error={"type": type(exc).__name__, "message": exc.message})
+        if scenario is not None and scenario.seed is not None:
+            faults.rng.seed(scenario.seed)
+        api = ScenarioAPI(self.env, self.task, faults, self.event) if scenario else None
+        uninstall = cancel_on_sigterm()
+        try:
+            try:
+                outcome = await self._phase("agent", run_window(
+                    self.agent.run(self.task.instruction, self.env, ctx), ctx.timeout_sec + 30,
+                    scenario, api))
+            except TimeoutError:
+                outcome, status = None, "agent_timeout"
+            except HarnessError as exc:
+                outcome, status = None, "agent_error"
+                error = {"type": type(exc).__name__, "message": exc.message}
+            except Exception as exc:
+                outcome, status = None, "agent_error"
+                error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+            if outcome is not None:
+                if outcome.timed_out:
+                    status = "agent_timeout"
+                elif outcome.error:
+                    status, error = "agent_error", {"type": "AgentError", "message": outcome.error}
+            self.event("agent.end", status=status)
+            await self._capture()
+            self.paths.trajectory.touch()
+            risk = await asyncio.to_thread(self._risk_and_atif, outcome)
+            gate: GateResult = await self._phase("verify", run_verifier(
+                self.env, self.task, self.paths.verifier("immediate")))
+            self.event("verifier.result", reward=gate.reward, error=gate.error)
+            if gate.uncovered:
+                status, error = "uncovered", gate.error
+            elif gate.error:
+                status, error = "verifier_error", gate.error
+            elif status is None:
+                status = "passed" if (gate.reward or 0.0) >= 1.0 - 1e-9 else "failed"
+            rec = self._record(status, started, error=error, gate=gate)
+            if api is not None and api.error and rec.error is None:
+                rec.error = {"type": "ScenarioError", "message": api.error[:2000]}
+            if not gate.uncovered and gates_for(self.task):
+                rec.gates.update(await self._phase("gates", run_gates(GateContext(
+                    self.env, self.task, faults, self.event,
+                    scenario.probe if scenario else None))))
+            rec.risk = risk
+            if outcome is not None:
+                rec.tokens, rec.cost_usd = outcome.tokens, outcome.cost_usd
+            return rec
+        finally:
+            uninstall()
+            if faults.ledger.path.exists():
+                await asyncio.shield(self._phase("heal", faults.heal_all()))
+
+    async def _capture(self) -> None:
+        """Append the commands the agent's own processes ran (the nodes' command logger)."""
+        from harness.capture import capture_window
+
+        window = self.timings.get("agent")
+        if not window or self.env is None:
+            return
+        try:
+            captured = await capture_window(self.env, window["start"], window["end"])
+            self.event("capture.commands", n=len(captured))
+        except Exception as exc:  # capture is evidence; it must never lose the trial
+            self.event("capture.failed", error=str(exc)[:500])
 
     def _risk_and_atif(self, outcome) -> dict[str, int]:
         """Classify the window's commands (risk.json) and export the ATIF trajectory."""
         from harness.risk import write_report
         from harness.trajectory import read_trajectory, to_atif, write_atif
 
-        report = write_report(self.paths.root, services=self.task.config.metadata.services)
+        report = write_report(self.paths.root,
+                              services=self.task.config.metadata.services or None)
+        if self.env is not None:
+            self.env.n_commands = report["n_commands"]
         for f in report["findings"]:
             self.event("risk.finding", **{k: f[k] for k in ("index", "type", "severity", "cmd")
                                           if k in f})

@@ -132,15 +132,15 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate") -> Gat
         result.error = {"type": "VerifierUnavailable", "message": str(exc)[:1000]}
         return result
     result.exit_code, result.seconds = run.exit_code, run.seconds
-    (out_dir / "test-stdout.txt").write_text(run.stdout + ("\n--- stderr ---\n" + run.stderr
-                                                           if run.stderr else ""))
+    text = run.stdout + ("\n--- stderr ---\n" + run.stderr if run.stderr else "")
+    (out_dir / "test-stdout.txt").write_text(env.redact(text) or "")
     files = await env.exec(
         "cd /logs/verifier 2>/dev/null && for f in reward.json reward.txt; do "
         "[ -f $f ] && printf '\\n@@HX@@%s\\n' $f && cat $f; done; true",
         timeout=60, record=False)
     texts = _split_files(files.stdout)
-    for name, text in texts.items():
-        (out_dir / name).write_text(text)
+    for name, body in texts.items():
+        (out_dir / name).write_text(env.redact(body) or "")
     try:
         result.reward, result.checks = parse_reward(texts.get("reward.json"),
                                                     texts.get("reward.txt"))

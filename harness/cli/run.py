@@ -22,6 +22,9 @@ def run(
     out: Path = typer.Option(Path("runs"), "--out", "-o", help="Run directory root."),
     retries: int = typer.Option(0, "--retries", min=0, help="Pre-window retries."),
     as_json: bool = typer.Option(False, "--json", help="Print only the trial record as JSON."),
+    agent_kwarg: list[str] = typer.Option([], "--agent-kwarg", "-k",
+                                          help="KEY=VALUE for the agent (repeatable), e.g. "
+                                               "commands=replay.yaml, base_url=..."),
 ) -> None:
     """Run one trial of AGENT on TASK_DIR; exit 0 whenever the trial ran."""
     from rich.console import Console
@@ -35,11 +38,13 @@ def run(
         if status is not None:
             status.update(f"[bold]{trial_id}[/bold]: {phase}")
 
+    kwargs = _parse_kwargs(agent_kwarg)
     if status is not None:
         status.start()
     try:
         record = run_one(task_dir, agent, substrate, out, keep, model, retries, on_phase,
-                         log=lambda m: err.print(m) if not as_json else None)
+                         log=lambda m: err.print(m) if not as_json else None,
+                         agent_kwargs=kwargs)
     finally:
         if status is not None:
             status.stop()
@@ -62,6 +67,18 @@ def run(
     if keep and (result_dir / "KEPT.txt").exists():
         err.print((result_dir / "KEPT.txt").read_text(), highlight=False)
     _exit_for(record)
+
+
+def _parse_kwargs(items: list[str]) -> dict[str, str]:
+    from harness.errors import InputError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", key="--agent-kwarg")
+        out[key] = value
+    return out
 
 
 def _exit_for(record) -> None:

@@ -92,8 +92,11 @@ def test_replayed_risk_corpus_is_classified_per_type(seed_task, tmp_path, capsys
     rec = asyncio.run(trial.run())
     assert rec.status == "failed", rec.error
     assert rec.leaks == [] and labeled(rec.trial_id) == []
-    records = read_trajectory(trial.paths.trajectory)
-    assert len(records) == len(entries) == rec.n_commands
+    everything = read_trajectory(trial.paths.trajectory)
+    assert rec.n_commands == len(everything)
+    records = [r for r in everything if r.source == "agent"]
+    assert everything[:len(records)] == records, "captured children are appended after"
+    assert len(records) == len(entries)
     skipped = [r for r in records if r.exit == -1 and "not executed" in (r.stderr_tail or "")]
     assert len(skipped) == len(SKIP_EXEC)
     got = [{f.type for f in scan([r], services=e.get("services"))}
@@ -164,9 +167,10 @@ def test_openai_agent_solves_hello_docker_through_tool_calls(seed_task, tmp_path
 
 @pytest.fixture(scope="module")
 def claude_trial(tmp_path_factory):
-    """One kept claude-code trial on hello-docker whose `claude` is FakeClaudeCli, then
-    capture_window over the agent window and everything after it (the verifier included);
-    removed with `harness gc --trial` at the end."""
+    """One kept claude-code trial on hello-docker whose `claude` is FakeClaudeCli; the trial
+    itself captures the agent window's commands (Trial._capture); a second capture over the
+    window and everything after it (the verifier included) finds no verifier command. Removed with
+    `harness gc --trial` at the end."""
     root = tmp_path_factory.mktemp("claude")
     task_dir = root / "tasks" / "hello-docker"
     shutil.copytree(SEED / "hello-docker", task_dir)
@@ -178,7 +182,9 @@ def claude_trial(tmp_path_factory):
     rec = asyncio.run(trial.run())
     try:
         start = rec.timings["agent"]["start"]
-        captured = asyncio.run(capture_window(trial.env, start, now_iso()))
+        again = asyncio.run(capture_window(trial.env, start, now_iso()))
+        assert not any("test.sh" in r.cmd or "/logs/verifier" in r.cmd for r in again)
+        captured = read_trajectory(trial.paths.trajectory)
         yield trial, rec, captured
     finally:
         gc = subprocess.run([sys.executable, "-m", "harness.cli", "gc", "--trial",

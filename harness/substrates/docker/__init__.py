@@ -133,9 +133,17 @@ class DockerSubstrate(Substrate):
                     tar.add(p, arcname=p.relative_to(src).as_posix(), recursive=False)
             else:
                 tar.add(src, arcname=src.name)
+        import docker
+
         container = self._container(node)
         container.exec_run(["mkdir", "-p", dest])
-        if not container.put_archive(dest, buf.getvalue()):
+        try:
+            ok = container.put_archive(dest, buf.getvalue())
+        except docker.errors.APIError as exc:
+            raise SubstrateError("docker", f"upload of {src} to {node.name}:{dest} failed "
+                                 f"({exc.explanation}); Docker cannot write into tmpfs mounts "
+                                 "such as /tmp or /run: choose another destination") from exc
+        if not ok:
             raise SubstrateError("docker", f"upload of {src} to {node.name}:{dest} failed")
 
     async def put(self, node: Node, src: Path, dest: str) -> None:
