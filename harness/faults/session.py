@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+import signal
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +26,21 @@ from harness.faults.ledger import Ledger, ledger_path
 from harness.faults.sweep import sweep_nodes
 
 DEFAULT_DEADMAN_SEC = 900
+
+
+def cancel_on_sigterm() -> Callable[[], None]:
+    """Turn SIGTERM into cancellation of the current task (so heal_all and the teardown
+    run), unless someone already handles SIGTERM (a campaign's queue does); returns the
+    function that removes the handler again."""
+    try:
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        if threading.current_thread() is not threading.main_thread() or task is None \
+                or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return lambda: None
+        loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    except (RuntimeError, NotImplementedError, ValueError):
+        return lambda: None
+    return lambda: loop.remove_signal_handler(signal.SIGTERM)
 
 
 def trial_seed(trial_id: str) -> int:
@@ -152,4 +169,5 @@ class FaultSession:
         return {n: lines for n, lines in (await sweep_nodes(self.env, "list")).items() if lines}
 
 
-__all__ = ["DEFAULT_DEADMAN_SEC", "FaultError", "FaultSession", "trial_seed"]
+__all__ = ["DEFAULT_DEADMAN_SEC", "FaultError", "FaultSession", "cancel_on_sigterm",
+           "trial_seed"]
