@@ -1,7 +1,9 @@
 """`harness gc`: find and remove everything the harness owns that no live trial needs.
 
 Ownership is by label (`harness.trial`, `harness.campaign`) on Docker objects and by the
-`hx-` name prefix elsewhere, so leftovers are found even after `kill -9`.
+`hx-` name prefix elsewhere, so leftovers are found even after `kill -9`. Before anything
+is removed, faults still injected on live nodes are healed from their node-side ledgers
+(`/var/lib/harness/faults`, `/run/harness/faults`); they are reported under `faults`.
 """
 
 from __future__ import annotations
@@ -41,7 +43,24 @@ def collect_garbage(campaign: str | None = None, trial: str | None = None,
         except Exception as exc:  # a substrate that cannot even be asked is reported
             report.skipped[name] = f"{type(exc).__name__}: {exc}"
             continue
+        _heal_faults(report, sub, campaign, trial, dry_run)
         report.found[name] = found
         if not dry_run:
             report.removed[name] = sub.sweep(campaign=campaign, trial=trial)
     return report
+
+
+def _heal_faults(report: GcReport, sub, campaign: str | None, trial: str | None,
+                 dry_run: bool) -> None:
+    """The fault pass: heal what the nodes' ledgers still hold, then sweep by ownership."""
+    from harness.faults.sweep import gc_faults
+
+    try:
+        found, healed = gc_faults(sub, campaign, trial, dry_run)
+    except Exception as exc:  # gc must still remove the resources
+        report.skipped[f"faults on {sub.name}"] = f"{type(exc).__name__}: {exc}"
+        return
+    if found:
+        report.found.setdefault("faults", []).extend(found)
+        if not dry_run:
+            report.removed.setdefault("faults", []).extend(healed)

@@ -37,9 +37,20 @@ def _root(
 
 
 def _register() -> None:
-    from harness.cli import analysis, campaign, doctor, gc, image, quickstart, risk, run, task
+    from harness.cli import (
+        analysis,
+        campaign,
+        doctor,
+        fault,
+        gc,
+        image,
+        quickstart,
+        risk,
+        run,
+        task,
+    )
 
-    for module in (task, run, campaign, doctor, gc, quickstart, image, analysis, risk):
+    for module in (task, run, campaign, doctor, gc, quickstart, image, analysis, risk, fault):
         module.register(app)
 
 
