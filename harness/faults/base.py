@@ -163,6 +163,7 @@ class FaultRecord:
     created: str = ""
     status: str = "injecting"
     detail: dict[str, Any] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)
     error: str | None = None
 
     @property

@@ -43,7 +43,9 @@ class PowerFault(Fault):
         return "off" if self.spec.name == "power_off" else "cycle"
 
     async def inject(self, env, rec: FaultRecord) -> dict[str, Any]:
-        return dict(await asyncio.gather(*(self._inject(env, rec, h) for h in rec.hosts)))
+        out = dict(await asyncio.gather(*(self._inject(env, rec, h) for h in rec.hosts)))
+        rec.states = dict.fromkeys(rec.hosts, "injected")
+        return out
 
     async def _inject(self, env, rec: FaultRecord, host: str) -> tuple[str, dict]:
         node = env.node(host)
@@ -74,13 +76,21 @@ class PowerFault(Fault):
                            record=False)
             return host, changed
 
-        return dict(await asyncio.gather(*(one(h) for h in rec.hosts)))
+        changed = dict(await asyncio.gather(*(one(h) for h in rec.hosts)))
+        states = dict(zip(rec.hosts, await asyncio.gather(
+            *(self._state(env, rec, h, healed=True) for h in rec.hosts)), strict=True))
+        bad = {h: s for h, s in states.items() if s[0] != "healed"}
+        if bad:
+            raise FaultError(f"{rec.fault} heal: expected healed, found {bad}")
+        rec.states = {h: s for h, (s, _) in states.items()}
+        return changed
 
     async def verify(self, env, rec: FaultRecord) -> dict[str, tuple[str, str]]:
         states = await asyncio.gather(*(self._state(env, rec, h) for h in rec.hosts))
         return dict(zip(rec.hosts, states, strict=True))
 
-    async def _state(self, env, rec: FaultRecord, host: str) -> tuple[str, str]:
+    async def _state(self, env, rec: FaultRecord, host: str,
+                     healed: bool = False) -> tuple[str, str]:
         node = env.node(host)
         status = await env.substrate.power(node, "status")
         if self.action == "off":
@@ -89,7 +99,7 @@ class PowerFault(Fault):
             return "partial", f"power {status} after a cycle"
         res = await env.exec(f"test -e /run/harness/faults/{rec.id}.json", timeout=30,
                              node=node, record=False)
-        if rec.status in ("healed",) or not rec.active:
+        if healed or not rec.active:
             return "healed", "power on"
         if res.exit_code == 1:
             return "injected", "power on, booted afresh since the cycle"

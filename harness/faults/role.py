@@ -28,10 +28,12 @@ class RoleFault(Fault):
 
     async def inject(self, env, rec: FaultRecord) -> dict[str, Any]:
         out = await self.run(env, rec, ["inject", "verify"], expect="injected")
+        rec.states = {h: r.get("state", "partial") for h, r in out.items()}
         return {h: r.get("detail", {}) for h, r in out.items()}
 
     async def heal(self, env, rec: FaultRecord) -> dict[str, bool]:
         out = await self.run(env, rec, ["heal", "verify"], expect="healed")
+        rec.states = {h: r.get("state", "partial") for h, r in out.items()}
         return {h: bool(r.get("changed")) for h, r in out.items()}
 
     async def verify(self, env, rec: FaultRecord) -> dict[str, tuple[str, str]]:

@@ -101,7 +101,8 @@ class FaultSession:
                 raise
             rec.status = "active"
             self.ledger.append("injected", id=rec.id, detail=rec.detail)
-            self.event("fault.injected", id=rec.id, fault=fault, hosts=hosts, detail=rec.detail)
+            self.event("fault.injected", id=rec.id, fault=fault, hosts=hosts, detail=rec.detail,
+                       states=rec.states)
         return rec
 
     def get(self, fault_id: str) -> FaultRecord:
@@ -128,12 +129,14 @@ class FaultSession:
                 raise
             rec.status = "healed"
             self.ledger.append("healed", id=rec.id, changed=changed)
-            self.event("fault.healed", id=rec.id, fault=rec.fault, changed=changed)
+            self.event("fault.healed", id=rec.id, fault=rec.fault, changed=changed,
+                       states=rec.states)
         return changed
 
     async def verify(self, fault_id: str | FaultRecord) -> dict[str, tuple[str, str]]:
         rec = fault_id if isinstance(fault_id, FaultRecord) else self.get(fault_id)
         states = await get_fault(rec.fault).verify(self.env, rec)
+        rec.states = {h: s for h, (s, _) in states.items()}
         self.event("fault.verify", id=rec.id, fault=rec.fault,
                    states={h: s for h, (s, _) in states.items()})
         return states

@@ -81,7 +81,7 @@ class Window:
                 if not scen.done():
                     api.emit("timeout", after_sec=self.timeout)
         finally:
-            stopped = not agent.done()
+            stopped, finished = not agent.done(), scen.done()
             await _cancel(periodic)
             await _cancel(scen)
             await _cancel(agent)
@@ -91,7 +91,7 @@ class Window:
                 await asyncio.wait_for(self.scenario.on_teardown(api), TEARDOWN_TIMEOUT)
         if stopped:
             if mode == CompletionMode.AGENT_EXIT or (
-                    mode == CompletionMode.SCENARIO_DRIVEN and not scen.done()):
+                    mode == CompletionMode.SCENARIO_DRIVEN and not finished):
                 raise TimeoutError(f"agent still running after {self.timeout:.0f}s")
             api.emit("agent.stopped", completion=mode.value)
             return AgentOutcome(exit_code=None)
