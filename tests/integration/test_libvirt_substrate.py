@@ -73,7 +73,9 @@ def tf(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProc
     flags = ["-no-color"] + (["-input=false"] if args[0] != "output" else [])
     proc = subprocess.run([terraform_bin(), *args, *flags], cwd=root,
                           capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"terraform {args[0]} failed:\n{proc.stdout}\n{proc.stderr}"
+    if proc.returncode != 0:
+        text = proc.stderr or proc.stdout
+        pytest.fail(f"terraform {args[0]} failed: {text[text.find('Error:'):][:1500]}")
     return proc
 
 

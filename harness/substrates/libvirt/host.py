@@ -29,6 +29,7 @@ def connect(uri: str):
     except ImportError as exc:
         raise PreflightError("libvirt-python is missing: pip install -e '.[vm]' "
                              "(needs libvirt-dev and pkg-config)") from exc
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)  # errors raise; no stderr
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
