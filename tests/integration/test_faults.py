@@ -1,0 +1,312 @@
+"""Every fault on the docker substrate, on a real kept 3-node trial (marker: docker):
+inject -> verified injected -> heal -> verified healed -> a second heal undoes nothing;
+the dead-man switch; the CLI and its refusals; gc healing after kill -9."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.agents import get_agent
+from harness.faults import CATALOG
+from harness.faults.ledger import EventLog
+from harness.faults.session import FaultSession
+from harness.faults.sweep import kept_environment
+from harness.substrates import get_substrate
+from harness.task import load_task
+from harness.trial import Trial, make_trial_id
+from tests.conftest import docker_ready
+
+pytestmark = [pytest.mark.docker,
+              pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
+
+REPO = Path(__file__).resolve().parents[2]
+CAMPAIGN = "faults-it"
+FIXTURE = {
+    "task.toml": """
+        version = "1.0"
+        [task]
+        name = "faults-fixture"
+        [agent]
+        timeout_sec = 60
+        [verifier]
+        timeout_sec = 60
+        [environment]
+        type = "docker"
+        memory_mb = 384
+        [[environment.nodes]]
+        name = "node0"
+        [[environment.nodes]]
+        name = "node1"
+        [[environment.nodes]]
+        name = "node2"
+        """,
+    "instruction.md": "Nothing to do: the fixture of the fault tests.\n",
+    "tests/test.sh": "#!/bin/bash\necho 1.0 > /logs/verifier/reward.txt\n",
+    "environment/Dockerfile": """
+        FROM debian:bookworm
+        COPY hxsvc.service /etc/systemd/system/hxsvc.service
+        RUN printf 'MODE=good\\nLEVEL=info\\n' > /etc/hxsvc.conf && systemctl enable hxsvc
+        """,
+    "environment/hxsvc.service": """
+        [Unit]
+        Description=fixture service of the fault tests
+        [Service]
+        ExecStart=/usr/bin/python3 -m http.server 8080 --directory /etc
+        Restart=on-failure
+        RestartSec=1
+        [Install]
+        WantedBy=multi-user.target
+        """,
+    "environment/bootstrap.sh": """
+        #!/bin/bash
+        set -euo pipefail
+        mkdir -p /srv/data /etc/hxtls
+        mountpoint -q /srv/data || mount -t tmpfs -o size=16m hxdata /srv/data
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout /etc/hxtls/server.key \\
+          -out /etc/hxtls/server.crt -days 2 -subj "/CN=$(hostname)" 2>/dev/null
+        head -c 4096 /dev/urandom > /srv/data/blob.bin
+        """,
+}
+TLS = {"key": "/etc/hxtls/server.key", "cert": "/etc/hxtls/server.crt"}
+CASES = [  # power faults last: a power cycle resets node2's tmpfs mounts
+    ("nic_down", "node1", {}),
+    ("process_kill", "node1", {"service": "hxsvc"}),
+    ("process_pause", "node1", {"service": "hxsvc"}),
+    ("service_stop", "node1", {"service": "hxsvc"}),
+    ("disk_full", "node1", {"path": "/srv/data"}),
+    ("cpu_starve", "node1", {"quota_pct": 20}),
+    ("mem_starve", "node1", {"mb": 64}),
+    ("config_drift", "node1", {"path": "/etc/hxsvc.conf", "regexp": "^MODE=.*",
+                               "line": "MODE=bad", "service": "hxsvc"}),
+    ("partition", "minority", {}),
+    ("bandwidth", "all", {"rate": "10mbit"}),
+    ("crash_loop", "node2", {"service": "hxsvc"}),
+    ("tls_mismatch", "node2", TLS),
+    ("file_corrupt", "node0", {"path": "/srv/data/blob.bin"}),
+    ("power_off", "node2", {}),
+    ("power_cycle", "node2", {}),
+]
+VM_ONLY = sorted(n for n, s in CATALOG.items() if "docker" not in s.substrates)
+
+
+def write_task(dest: Path, extra: dict[str, str] | None = None) -> Path:
+    for rel, text in {**FIXTURE, **(extra or {})}.items():
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return dest
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=600)
+
+
+def labeled(trial_id: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=harness.trial={trial_id}"],
+                         capture_output=True, text=True).stdout.split()
+    return out
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory):
+    """A kept 3-node trial of the fixture task (removed with `harness gc --trial`)."""
+    root = tmp_path_factory.mktemp("faults")
+    task = load_task(write_task(root / "task"))
+    trial_id = make_trial_id(task.name, "nop", 1)
+    trial = Trial(task=task, agent=get_agent("nop"), substrate=get_substrate("docker"),
+                  root=root / "trials" / trial_id, trial_id=trial_id, campaign=CAMPAIGN,
+                  keep=True)
+    rec = asyncio.run(trial.run())
+    try:
+        assert rec.status == "passed", rec.error
+        yield trial.paths.root
+    finally:
+        cli("gc", "--trial", trial_id)
+        assert labeled(trial_id) == []
+
+
+def session(trial_dir: Path) -> FaultSession:
+    env, _ = kept_environment(trial_dir)
+    return FaultSession(env, EventLog(env.paths), seed=11)
+
+
+async def on_node(s: FaultSession, node: str, cmd: str):
+    return await s.env.exec(cmd, timeout=30, node=s.env.node(node), record=False)
+
+
+def test_every_docker_fault_is_covered():
+    assert sorted(n for n, _, _ in CASES) == sorted(
+        n for n, s in CATALOG.items() if "docker" in s.substrates)
+
+
+@pytest.mark.parametrize("fault,targets,params", CASES, ids=[c[0] for c in CASES])
+def test_inject_verify_heal_and_heal_again(kept, fault, targets, params):
+    async def go():
+        s = session(kept)
+        rec = await s.inject(fault, targets, params)
+        assert rec.hosts and rec.states == dict.fromkeys(rec.hosts, "injected")
+        if CATALOG[fault].role:
+            for host in rec.hosts:
+                res = await on_node(s, host, f"test -f /run/harness/faults/{rec.id}.json && "
+                                             f"test -f /var/lib/harness/faults/{rec.id}/heal.sh")
+                assert res.ok, f"node-side ledger missing on {host}"
+            assert (await s.remaining()).keys() == set(rec.hosts)
+        changed = await s.heal(rec)
+        assert rec.states == dict.fromkeys(rec.hosts, "healed")
+        assert any(changed.values()) or fault == "power_cycle"
+        again = await s.heal(rec)
+        assert not any(again.values()), "a second heal must undo nothing"
+        assert rec.states == dict.fromkeys(rec.hosts, "healed")
+        assert await s.remaining() == {}
+        ops = [json.loads(x)["op"] for x in s.ledger.path.read_text().splitlines()
+               if json.loads(x).get("id", json.loads(x).get("record", {}).get("id")) == rec.id]
+        assert ops == ["inject", "injected", "healed", "healed"]
+
+    asyncio.run(go())
+
+
+def test_partition_cuts_traffic_and_heal_restores_it(kept):
+    async def go():
+        s = session(kept)
+        rec = await s.inject("partition", {"named": ["node1"]})
+        assert rec.hosts == ["node0", "node1", "node2"]
+        assert not (await on_node(s, "node0", "ping -c1 -W1 node1")).ok
+        assert (await on_node(s, "node0", "ping -c1 -W1 node2")).ok
+        assert set(s for s, _ in (await s.verify(rec)).values()) == {"injected"}
+        await s.heal(rec)
+        assert (await on_node(s, "node0", "ping -c1 -W2 node1")).ok
+
+    asyncio.run(go())
+
+
+def test_dead_man_switch_heals_without_the_controller(kept):
+    async def go():
+        s = session(kept)
+        rec = await s.inject("bandwidth", "all", {"rate": "5mbit"}, deadman_sec=2)
+        assert rec.deadman_sec == 2
+        for host in rec.hosts:
+            for _ in range(30):
+                res = await on_node(s, host, "tc qdisc show dev eth0 root; "
+                                             f"ls /run/harness/faults/{rec.id}.json")
+                if " 48" not in res.stdout and res.exit_code != 0:
+                    break
+                await asyncio.sleep(0.5)
+            assert " 48" not in res.stdout and res.exit_code != 0, res.stdout
+        assert set(st for st, _ in (await s.verify(rec)).values()) == {"healed"}
+        assert not any((await s.heal(rec)).values())
+
+    asyncio.run(go())
+
+
+def test_cli_inject_status_heal(kept):
+    res = cli("fault", "inject", str(kept), "service_stop", "--targets", "node2", "--param",
+              "service=hxsvc", "--json")
+    assert res.returncode == 0, res.stderr
+    fid = json.loads(res.stdout)["id"]
+    status = cli("fault", "status", str(kept))
+    assert f"{fid}  service_stop" in status.stdout and f"node2: fault {fid}" in status.stdout
+    healed = cli("fault", "heal", str(kept), fid)
+    assert healed.returncode == 0 and "undone on node2" in healed.stdout
+    assert "nothing left to undo" in cli("fault", "heal", str(kept), fid).stdout
+    final = cli("fault", "heal", str(kept), "--all")
+    assert final.returncode == 0, final.stdout + final.stderr
+    assert "nothing injected remains" in cli("fault", "status", str(kept)).stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["meteor", "-t", "all"], "unknown fault 'meteor'; valid: bandwidth, clock_skew"),
+    (["bandwidth", "-t", "all", "-p", "speed=1"],
+     "unknown parameter(s) ['speed']; valid: interface (str, default ''), rate"),
+    (["service_stop", "-t", "node9", "-p", "service=x"],
+     "unknown node(s) ['node9']; this trial's nodes: node0, node1, node2"),
+    (["service_stop", "-p", "service=x"], "no targets given; use one of: one, minority"),
+    (["netem", "-t", "all", "-p", "delay_ms=50"], "no netem (tbf works: use bandwidth)"),
+    (["clock_skew", "-t", "all", "-p", "offset_sec=60"], "containers share the host clock"),
+    (["disk_full", "-t", "node0", "-p", "path=/srv/data", "-p", "max_mb=x"],
+     "max_mb: expected int, got 'x'"),
+])
+def test_cli_refuses_bad_input_with_the_valid_choices(kept, args, message):
+    res = cli("fault", "inject", str(kept), *args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert message in res.stderr and "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.libvirt
+@pytest.mark.parametrize("fault", VM_ONLY)
+def test_vm_only_fault_on_a_vm(fault):
+    pytest.skip("the VM substrate has not landed yet: the VM-only faults' rendering is "
+                "covered by tests/unit/test_faults_render.py until it does")
+
+
+KILL9_SCENARIO = """
+completion: SCENARIO_DRIVEN
+timeline:
+  - at_sec: 0
+    fault: partition
+    targets: {named: [node2]}
+  - at_sec: 0
+    fault: config_drift
+    targets: {named: [node0]}
+    params: {path: /etc/hxsvc.conf, regexp: "^MODE=.*", line: MODE=drifted}
+  - after_event: never-happens
+    name: unreachable
+"""
+CONTROLLER = """
+import asyncio, sys
+from pathlib import Path
+from harness.agents import get_agent
+from harness.substrates import get_substrate
+from harness.task import load_task
+from harness.trial import Trial
+task, root, trial_id = load_task(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+asyncio.run(Trial(task=task, agent=get_agent("nop"), substrate=get_substrate("docker"),
+                  root=root, trial_id=trial_id, campaign="faults-kill9").run())
+"""
+
+
+def test_gc_heals_from_the_node_ledgers_after_kill_9(tmp_path):
+    task_dir = write_task(tmp_path / "task", {"scenario.yml": KILL9_SCENARIO})
+    trial_id = make_trial_id("faults-kill9", "nop", 1)
+    root = tmp_path / "trials" / trial_id
+    proc = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(task_dir), str(root),
+                             trial_id], cwd=REPO, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    events = root / "events.jsonl"
+    deadline = time.monotonic() + 300
+    injected: list[str] = []
+    while time.monotonic() < deadline and len(injected) < 2 and proc.poll() is None:
+        time.sleep(0.5)
+        if events.exists():
+            injected = [json.loads(x)["data"]["id"] for x in events.read_text().splitlines()
+                        if '"fault.injected"' in x]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    try:
+        assert len(injected) == 2, "the scenario never injected its faults"
+        node2 = f"hx-{trial_id}-node2"
+        tables = subprocess.run(["docker", "exec", node2, "nft", "list", "tables"],
+                                capture_output=True, text=True).stdout
+        assert "hx_" in tables, "kill -9 should have left the partition in place"
+        report = json.loads(cli("gc", "--trial", trial_id, "--json").stdout)
+        found, healed = report["found"]["faults"], report["removed"]["faults"]
+        for fid in injected:
+            assert any(f"fault {fid}" in line for line in found), found
+        assert any(line.endswith(f"healed {injected[0]} partition") or
+                   line.endswith(f"healed {injected[1]} partition") for line in healed), healed
+        assert any("config_drift" in line and "healed" in line for line in healed), healed
+        assert not any("failed" in line for line in healed), healed
+    finally:
+        cli("gc", "--trial", trial_id)
+    assert labeled(trial_id) == []
