@@ -5,7 +5,7 @@ export ETCDCTL_API=3
 eps=http://node0:2379,http://node1:2379,http://node2:2379
 healthy=false; writes=false
 ctl() { etcdctl --dial-timeout=1s --command-timeout=2s "$@" >/dev/null 2>&1; }
-while [ "$SECONDS" -lt 30 ]; do
+while [ "$SECONDS" -lt 20 ]; do
   ctl --endpoints=$eps endpoint health && healthy=true && break
   sleep 1
 done
