@@ -310,3 +310,29 @@ def test_gc_heals_from_the_node_ledgers_after_kill_9(tmp_path):
     finally:
         cli("gc", "--trial", trial_id)
     assert labeled(trial_id) == []
+
+
+def test_sigterm_heals_then_tears_down(tmp_path):
+    task_dir = write_task(tmp_path / "task", {"scenario.yml": KILL9_SCENARIO})
+    trial_id = make_trial_id("faults-sigterm", "nop", 1)
+    root = tmp_path / "trials" / trial_id
+    proc = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(task_dir), str(root),
+                             trial_id], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    events = root / "events.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not (
+            events.exists() and events.read_text().count('"fault.injected"') == 2):
+        time.sleep(0.5)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=180)
+        names = [json.loads(x)["name"] for x in events.read_text().splitlines()]
+        assert names.count("fault.healed") == 2, names
+        assert names.index("phase.heal.start") < names.index("phase.teardown.start")
+        assert json.loads((root / "result.json").read_text())["status"] == "cancelled"
+        assert labeled(trial_id) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cli("gc", "--trial", trial_id)
