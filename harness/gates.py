@@ -5,9 +5,9 @@ and `status`; the other gates are recorded next to it in `result.json` under `ga
 (`{gate: {reward, checks, ...}}`) and never change them. Which gates run comes from the
 task's `[gates]` table:
 
-- live = {duration_sec, interval_sec}: the scenario's probe (if any) or test.sh every
-  interval for the duration; reward = mean sample reward; `series` holds every sample; a
-  check holds when it passed in every sample.
+- live = {duration_sec, interval_sec}: the scenario's probe (if any) or test.sh at 0,
+  interval, 2 x interval, ... up to the duration; reward = mean sample reward; `series`
+  holds every sample; a check holds when it passed in every sample.
 - durability = {restart = [services], reboot = [nodes]}: restart each service on every
   node that has it, reboot each node through the substrate, then test.sh again.
 - decommission = true: heal every fault, prove none remains on any node (ownership
@@ -66,26 +66,22 @@ class LiveGate(Gate):
 
     async def run(self, ctx: GateContext) -> dict[str, Any]:
         series, samples, start = [], [], time.monotonic()
-        n = 0
-        while True:
-            n += 1
+        for n in range(1, int(self.duration // self.interval) + 2):
+            await asyncio.sleep(max(0.0, start + (n - 1) * self.interval - time.monotonic()))
             t = round(time.monotonic() - start, 3)
             if ctx.probe:
+                node = ctx.env.node(ctx.probe["node"]) if ctx.probe.get("node") else None
                 res = await ctx.env.exec(ctx.probe["cmd"], timeout=ctx.probe.get(
-                    "timeout_sec", 30), node=ctx.env.node(ctx.probe["node"]) if ctx.probe.get(
-                    "node") else None, record=False)
-                reward, checks = (1.0 if res.ok else 0.0), []
+                    "timeout_sec", 30), node=node, record=False)
+                reward = 1.0 if res.ok else 0.0
                 series.append({"t": t, "reward": reward, "exit": res.exit_code})
             else:
                 gate = await run_verifier(ctx.env, ctx.task,
                                           ctx.env.paths.verifier(f"live/{n}"), gate="live")
-                reward, checks = gate.reward, gate.checks
+                reward = gate.reward
                 series.append({"t": t, "reward": reward, "error": gate.error})
-                samples.append(checks)
+                samples.append(gate.checks)
             ctx.event("gate.live.sample", n=n, t=t, reward=reward)
-            if time.monotonic() - start + self.interval > self.duration:
-                break
-            await asyncio.sleep(self.interval)
         rewards = [s["reward"] for s in series]
         ok = sum(r is not None and r >= 1.0 - 1e-9 for r in rewards)
         checks = _held(samples) + [_check(f"every live sample passed ({ok}/{len(rewards)} "

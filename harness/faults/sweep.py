@@ -56,10 +56,12 @@ def live_nodes(substrate, campaign: str | None, trial: str | None) -> dict[str, 
     """
     if substrate.name != "docker":
         return {}
-    from harness.substrates.docker import LABEL_TRIAL
+    from harness.substrates.docker import LABEL_CAMPAIGN, LABEL_TRIAL
 
+    label = (f"{LABEL_TRIAL}={trial}" if trial else f"{LABEL_CAMPAIGN}={campaign}" if campaign
+             else LABEL_TRIAL)
     out: dict[str, list[Node]] = {}
-    for c in substrate.client.containers.list(filters=substrate._filters(campaign, trial)):
+    for c in substrate.client.containers.list(filters={"label": label}):
         labels = c.labels or {}
         node = Node(name=labels.get("harness.node", c.name), host=c.name, cluster_ip="")
         out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)

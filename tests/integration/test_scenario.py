@@ -1,6 +1,7 @@
 """Scenarios beside the agent and the lifecycle gates, on real Docker trials (marker:
 docker): the L3 seed task's scenario-driven partition, a scenario.py task's event
-sequence, and the durability gate failing a fix that does not survive a restart."""
+sequence, the live gate's series, and the durability gate failing a fix that does not
+survive a restart."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ DEMO = {
         type = "docker"
         memory_mb = 256
         [gates]
+        live = { duration_sec = 2, interval_sec = 1 }
         durability = { restart = ["hxdemo"], reboot = ["node0"] }
         """,
     "instruction.md": "Make hxdemo report good.\n",
@@ -168,6 +170,11 @@ def test_scenario_py_event_sequence_and_durability_gate(tmp_path):
     proper, sloppy, scripted, tls = asyncio.run(run_all(trials))
 
     assert proper.reward == 1.0 and proper.gates["durability"]["reward"] == 1.0
+    live = proper.gates["live"]
+    assert live["reward"] == 1.0 and len(live["series"]) == 3
+    assert [c["passed"] for c in live["checks"]] == [True, True]
+    assert scripted.gates["live"]["reward"] == 0.0
+    assert list(proper.gates) == ["immediate", "live", "durability"]
     assert sloppy.reward == 1.0 and sloppy.status == "passed", "status stays the immediate's"
     durability = sloppy.gates["durability"]
     assert durability["reward"] == 0.0
