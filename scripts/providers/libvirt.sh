@@ -45,6 +45,10 @@ build() {
   cp -r "$dir" "$work/src-$version" && chmod -R u+w "$work/src-$version"
   echo "building dmacvicar/libvirt $version with $(go version | cut -d' ' -f3); takes minutes"
   mkdir -p "$dest"
+  # the 0.9 tree does not ship its generated schema code (internal/generated): generate it
+  if [[ -d "$work/src-$version/internal/codegen" ]]; then
+    (cd "$work/src-$version" && nice -n 15 go generate ./...)
+  fi
   (cd "$work/src-$version" && nice -n 15 go build -trimpath \
     -ldflags "-s -w -X main.version=$version" -o "$dest/terraform-provider-libvirt_v$version.tmp" .)
   mv "$dest/terraform-provider-libvirt_v$version.tmp" "$dest/terraform-provider-libvirt_v$version"
