@@ -26,12 +26,14 @@ from harness.paths import TrialPaths, provider_mirror, terraform_cli_config
 
 PROVIDERS = {
     "docker": {"source": "kreuzwerker/docker", "version": "4.6.0"},
+    "libvirt": {"source": "dmacvicar/libvirt", "version": "0.7.6"},
 }
+SUBSTRATE_PROVIDERS = {"docker": ("docker",), "vm": ("libvirt",), "vm-cluster": ("libvirt",)}
 
 
 def providers_for(substrate: str) -> dict[str, dict]:
     """The required_providers entries a substrate's module needs (pinned versions)."""
-    return {k: dict(v) for k, v in PROVIDERS.items() if k == substrate}
+    return {k: dict(PROVIDERS[k]) for k in SUBSTRATE_PROVIDERS.get(substrate, ())}
 
 
 def terraform_env() -> None:

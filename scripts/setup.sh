@@ -15,7 +15,7 @@ SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
 
 PACKAGES=(docker.io debootstrap qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev
   libvirt-clients pkg-config gcc python3-venv python3-dev dnsmasq-base ipmitool iproute2
-  nftables openssh-client e2fsprogs chromium git curl ca-certificates)
+  nftables openssh-client e2fsprogs xsltproc chromium git curl ca-certificates)
 step "Debian packages"
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
