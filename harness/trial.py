@@ -139,6 +139,8 @@ class Trial:
                                            providers_for(self.substrate.name)))
         outputs = await self._blocking(self.tf.apply)
         nodes = self.substrate.nodes(self.spec, outputs)
+        if hasattr(self.substrate, "wait_ready"):
+            await self.substrate.wait_ready(nodes)
         write_inventory(self.paths, self.substrate.inventory(self.spec, nodes))
         self.env = TrialEnvironment(self.substrate, nodes, self.paths,
                                     secrets=list(self.secrets.values()))
@@ -252,6 +254,7 @@ class Trial:
                 elif outcome.error:
                     status, error = "agent_error", {"type": "AgentError", "message": outcome.error}
             self.event("agent.end", status=status)
+            await self._capture()
             self.paths.trajectory.touch()
             risk = await asyncio.to_thread(self._risk_and_atif, outcome)
             gate: GateResult = await self._phase("verify", run_verifier(
@@ -279,12 +282,28 @@ class Trial:
             if faults.ledger.path.exists():
                 await asyncio.shield(self._phase("heal", faults.heal_all()))
 
+    async def _capture(self) -> None:
+        """Append the commands the agent's own processes ran (the nodes' command logger)."""
+        from harness.capture import capture_window
+
+        window = self.timings.get("agent")
+        if not window or self.env is None:
+            return
+        try:
+            captured = await capture_window(self.env, window["start"], window["end"])
+            self.event("capture.commands", n=len(captured))
+        except Exception as exc:  # capture is evidence; it must never lose the trial
+            self.event("capture.failed", error=str(exc)[:500])
+
     def _risk_and_atif(self, outcome) -> dict[str, int]:
         """Classify the window's commands (risk.json) and export the ATIF trajectory."""
         from harness.risk import write_report
         from harness.trajectory import read_trajectory, to_atif, write_atif
 
-        report = write_report(self.paths.root, services=self.task.config.metadata.services)
+        report = write_report(self.paths.root,
+                              services=self.task.config.metadata.services or None)
+        if self.env is not None:
+            self.env.n_commands = report["n_commands"]
         for f in report["findings"]:
             self.event("risk.finding", **{k: f[k] for k in ("index", "type", "severity", "cmd")
                                           if k in f})
