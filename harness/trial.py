@@ -225,7 +225,8 @@ class Trial:
                            self.task.config.agent.timeout_sec * self.timeout_multiplier,
                            env_vars=dict(self.secrets))
         status, error = None, None
-        faults = FaultSession(self.env, self.event, trial_seed(self.trial_id))
+        faults = FaultSession(self.env, self.event, trial_seed(self.trial_id),
+                              deadman_sec=int(ctx.timeout_sec) + 900)
         try:
             scenario = load_scenario(self.task)
         except HarnessError as exc:

@@ -42,8 +42,8 @@ class RoleFault(Fault):
 
     def extravars(self, rec: FaultRecord, actions: list[str], expect: str) -> dict[str, Any]:
         role = self.spec.role
-        ledger = {k: v for k, v in rec.to_dict().items() if k not in ("detail", "status",
-                                                                        "error")}
+        ledger = {k: v for k, v in rec.to_dict().items() if k not in ("detail", "states",
+                                                                        "status", "error")}
         return {"fi_hosts": ",".join(rec.hosts), "fi_actions": actions, "fi_id": rec.id,
                 "fi_fault": rec.fault, "fi_record": ledger, "fi_detail": rec.detail,
                 "fi_expect": expect, "fi_deadman_sec": int(rec.deadman_sec or 0),

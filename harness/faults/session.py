@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.environment import now_iso
+from harness.errors import InputError
 from harness.faults import get_fault, get_spec
 from harness.faults import targets as sel
 from harness.faults.base import FaultError, FaultRecord
@@ -49,11 +50,14 @@ def trial_seed(trial_id: str) -> int:
 
 
 class FaultSession:
-    """Faults of one trial environment. `event` is `Trial.event` (or an EventLog)."""
+    """Faults of one trial environment. `event` is `Trial.event` (or an EventLog);
+    `deadman_sec` is the dead-man switch of faults that can cut the control path and
+    were given no duration (a trial sets it past its window and gates)."""
 
     def __init__(self, env, event: Callable[..., None] = lambda name, **data: None,
-                 seed: int = 0):
+                 seed: int = 0, deadman_sec: int = DEFAULT_DEADMAN_SEC):
         self.env = env
+        self.deadman_sec = deadman_sec
         self.event = event
         self.rng = random.Random(seed)
         self.ledger = Ledger(ledger_path(env.paths))
@@ -82,7 +86,7 @@ class FaultSession:
         if deadman_sec is None:
             deadman_sec = 0
             if spec.deadman:
-                deadman_sec = int(duration_sec + 120) if duration_sec else DEFAULT_DEADMAN_SEC
+                deadman_sec = int(duration_sec + 120) if duration_sec else self.deadman_sec
         rec = FaultRecord(id=f"f{uuid.uuid4().hex[:7]}", fault=fault, layer=spec.layer,
                           targets=chosen, hosts=hosts, params=planned,
                           deadman_sec=int(deadman_sec), duration_sec=duration_sec,
@@ -108,8 +112,6 @@ class FaultSession:
     def get(self, fault_id: str) -> FaultRecord:
         records = self.ledger.records()
         if fault_id not in records:
-            from harness.errors import InputError
-
             raise InputError(f"no fault {fault_id!r} in this trial's ledger; recorded: "
                              f"{', '.join(records) or 'none'}")
         return records[fault_id]
