@@ -175,7 +175,7 @@ async def _exercise(sub, node: Node, spec: TrialSpec, started: float) -> None:
     (payload / "sub").mkdir(parents=True)
     (payload / "sub" / "f.txt").write_text("hello vm\n")
     await sub.put(node, payload, "/opt/hx-upload")
-    cat = await sub.exec(node, "cat /opt/hx-upload/payload/sub/f.txt", timeout=30)
+    cat = await sub.exec(node, "cat /opt/hx-upload/sub/f.txt", timeout=30)
     assert cat.stdout == "hello vm\n"
 
     assert await sub.power(node, "status") == "on"

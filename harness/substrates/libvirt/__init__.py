@@ -14,15 +14,19 @@ leftovers. The per-trial key and disks live under the trial directory::
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import shutil
+import sys
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
+from harness.capacity import HOST_RESERVE_MB, host_memory_mb
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import TERRAFORM_MODULES, provider_mirror
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
-from harness.substrates.libvirt import host, naming, ssh
+from harness.substrates.libvirt import bmc, host, naming, ssh
 from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
 
 PROVIDER = ("dmacvicar", "libvirt", "0.7.6")
@@ -32,6 +36,19 @@ TOOLS = {  # command -> Debian package
     "ssh": "openssh-client", "ssh-keygen": "openssh-client", "tar": "tar",
 }
 DEFAULT_CPUS, DEFAULT_MEMORY_MB = 1, 1024
+BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
+
+
+def clamp(spec: TrialSpec, node: str, cpus: int, memory_mb: int) -> dict[str, int]:
+    """vcpu/memory_mb for one node, at most the host's cores and memory (with a warning)."""
+    host_cpus = os.cpu_count() or 1
+    host_mb = max(256, host_memory_mb() - HOST_RESERVE_MB)
+    vcpu, memory = min(int(cpus), host_cpus), min(int(memory_mb), host_mb)
+    if (vcpu, memory) != (int(cpus), int(memory_mb)):
+        warnings.warn(f"task {getattr(spec.task, 'name', '?')} node {node} asks for {cpus} "
+                      f"vCPUs and {memory_mb} MiB; this host gives it {vcpu} and {memory}",
+                      stacklevel=2)
+    return {"vcpu": vcpu, "memory_mb": memory}
 
 
 def detect_domain_type() -> str:
@@ -74,14 +91,19 @@ class LibvirtSubstrate(Substrate):
         return self._domain_type
 
     def _task_nodes(self, spec: TrialSpec) -> list[dict[str, Any]]:
+        """Nodes with vcpu/memory: the node's own, else `[environment]`'s, clamped to the host."""
         task_nodes = list(getattr(spec.task, "nodes", None) or [])
         if self.name == "vm" and len(task_nodes) > 1:
             raise InputError(f"task {spec.task.name} has {len(task_nodes)} nodes; the vm "
                              "substrate runs one, use vm-cluster", key="substrate")
+        env = getattr(spec.task, "env", None)
+        cpus = getattr(env, "cpus", None) or DEFAULT_CPUS
+        memory = getattr(env, "memory_mb", None) or DEFAULT_MEMORY_MB
         if not task_nodes:
-            return [{"name": "node1", "vcpu": DEFAULT_CPUS, "memory_mb": DEFAULT_MEMORY_MB}]
-        return [{"name": n.name, "vcpu": int(n.cpus or DEFAULT_CPUS),
-                 "memory_mb": int(n.memory_mb or DEFAULT_MEMORY_MB)} for n in task_nodes]
+            return [{"name": "node1", **clamp(spec, "node1", cpus, memory)}]
+        return [{"name": n.name, **clamp(spec, n.name, getattr(n, "cpus", None) or cpus,
+                                         getattr(n, "memory_mb", None) or memory)}
+                for n in task_nodes]
 
     def _cidr(self, spec: TrialSpec) -> str:
         pinned = getattr(spec.task, "network", None)
@@ -98,13 +120,18 @@ class LibvirtSubstrate(Substrate):
         disk = Path(spec.image) if spec.image else image_dir() / "disk.qcow2"
         kernel, initrd = kernel_paths(disk)
         root = spec.root.resolve()
+        cidr = self._cidr(spec)
+        bmc_nodes = self._bmc_nodes(spec)
+        address = str(next(ipaddress.ip_network(cidr).hosts()))
+        for node in bmc_nodes:
+            bmc.write_config(root, node, naming.domain_name(spec.trial_id, node), address)
         return {
             "trial_id": naming.trial_name(spec.trial_id),
             "campaign": spec.campaign,
             "owner_pid": os.getpid(),
             "libvirt_uri": self.uri,
             "bridge_name": naming.bridge_name(spec.trial_id),
-            "cidr": self._cidr(spec),
+            "cidr": cidr,
             "domain_type": self.domain_type(),
             "base_image": str(disk.resolve()),
             "kernel": str(kernel.resolve()),
@@ -113,7 +140,13 @@ class LibvirtSubstrate(Substrate):
             "console_log_dir": str(root / "vm"),
             "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
             "nodes": self._task_nodes(spec),
+            "bmc_nodes": bmc_nodes,
+            "trial_root": str(root),
+            "python": sys.executable,
         }
+
+    def _bmc_nodes(self, spec: TrialSpec) -> list[str]:
+        return [n.name for n in getattr(spec.task, "nodes", None) or [] if getattr(n, "bmc", 0)]
 
     def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
         ips = _output(tf_outputs, "nodes")
@@ -125,7 +158,8 @@ class LibvirtSubstrate(Substrate):
             raise SubstrateError(self.name, f"terraform outputs lack nodes {missing}")
         return [Node(name=n, host=ips[n], cluster_ip=ips[n], primary=i == 0,
                      extra={"domain": naming.domain_name(spec.trial_id, n), "ssh_key": key,
-                            "console_log": logs.get(n, "")})
+                            "console_log": logs.get(n, ""),
+                            "bmc": bmc.read_config(spec.root.resolve(), n)})
                 for i, n in enumerate(order)]
 
     def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
@@ -139,12 +173,15 @@ class LibvirtSubstrate(Substrate):
                 "harness_cluster_ip": n.cluster_ip,
                 "harness_primary": n.primary,
                 "harness_domain": n.extra["domain"],
+                **({"harness_bmc": f"{n.extra['bmc']['address']}:{n.extra['bmc']['port']}"}
+                   if n.extra.get("bmc") else {}),
             } for n in nodes
         }
         primary = [n.name for n in nodes if n.primary]
         return {"all": {
             "hosts": hosts,
-            "vars": {"harness_trial": spec.trial_id, "harness_campaign": spec.campaign,
+            "vars": {"harness_trial": spec.trial_id, "harness_trial_id": spec.trial_id,
+                     "harness_campaign": spec.campaign,
                      "harness_substrate": self.name},
             "children": {"primary": {"hosts": {p: {} for p in primary}}},
         }}
@@ -157,13 +194,26 @@ class LibvirtSubstrate(Substrate):
         await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest)
 
     async def wait_ready(self, nodes: list[Node], timeout: float | None = None) -> dict[str, float]:
-        """Wait until every node answers over SSH; seconds per node."""
+        """Wait until every node answers over SSH (seconds per node); then give the primary
+        the BMC credentials in the root-only /etc/harness/bmc-credentials."""
         limit = timeout or self.boot_timeout
         took = await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), limit)
                                       for n in nodes))
+        creds = "".join(f"{n.name}_bmc={c['address']}:{c['port']}\n{n.name}_bmc_user={c['user']}"
+                        f"\n{n.name}_bmc_password={c['password']}\n"
+                        for n in nodes if (c := n.extra.get("bmc")))
+        primary = next((n for n in nodes if n.primary), None)
+        if creds and primary is not None:
+            res = await self.exec(primary, "umask 077; mkdir -p /etc/harness; cat > "
+                                  f"{BMC_CREDENTIALS} <<'HX_EOF'\n{creds}HX_EOF", timeout=30)
+            if not res.ok:
+                raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
         return dict(zip((n.name for n in nodes), took, strict=True))
 
     async def power(self, node: Node, action: str) -> str:
+        """Through the node's virtual BMC (real IPMI) when it has one, else libvirt."""
+        if node.extra.get("bmc"):
+            return await asyncio.to_thread(bmc.client_power, node.extra["bmc"], action)
         return await asyncio.to_thread(host.power, self.uri, node.extra["domain"], action)
 
     async def reboot(self, node: Node) -> None:
@@ -195,10 +245,12 @@ class LibvirtSubstrate(Substrate):
         return False
 
     def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
-        return host.leftovers(self.uri, campaign, trial, remove=False)
+        return (host.leftovers(self.uri, campaign, trial, remove=False)
+                + bmc.leftovers(campaign, trial, remove=False))
 
     def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
-        return host.leftovers(self.uri, campaign, trial, remove=True)
+        return (host.leftovers(self.uri, campaign, trial, remove=True)
+                + bmc.leftovers(campaign, trial, remove=True))
 
     def preflight(self) -> None:
         missing = [t for t in TOOLS if shutil.which(t) is None]

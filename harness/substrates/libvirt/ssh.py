@@ -113,10 +113,12 @@ async def exec_on(host: str, key: Path, cmd: str, timeout: float,
 
 
 async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) -> None:
-    """Copy `src` (file or directory) into the directory `dest` on the node: tar over ssh."""
+    """Copy `src` into the directory `dest` on the node (tar over ssh), as the docker
+    substrate does: a directory's contents land in `dest`, a file as `dest/<name>`."""
     src = src.resolve()
+    where, what = (src, ".") if src.is_dir() else (src.parent, src.name)
     tar = await asyncio.create_subprocess_exec(
-        "tar", "-C", str(src.parent), "-cf", "-", src.name,
+        "tar", "-C", str(where), "-cf", "-", what,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     data, err = await tar.communicate()
     if tar.returncode != 0:

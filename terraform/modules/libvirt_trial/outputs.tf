@@ -17,3 +17,8 @@ output "console_logs" {
   description = "Node name -> serial console log file."
   value       = { for name, n in local.nodes : name => n.console_log }
 }
+
+output "bmc_address" {
+  description = "Host-side address of the trial bridge: where the nodes reach the virtual BMCs."
+  value       = cidrhost(var.cidr, 1)
+}

@@ -109,3 +109,21 @@ variable "nodes" {
     error_message = "nodes must be non-empty; names are lowercase hostnames (letters, digits, dashes)."
   }
 }
+
+variable "bmc_nodes" {
+  description = "Nodes that get a virtual BMC (IPMI lanplus on the trial bridge's host address, per-trial UDP port); their configs with credentials are written by the harness under <trial_root>/vm/bmc/<node>.json."
+  type        = list(string)
+  default     = []
+}
+
+variable "trial_root" {
+  description = "Absolute trial directory (BMC configs, pid files and logs live in <trial_root>/vm/bmc). Required when bmc_nodes is not empty."
+  type        = string
+  default     = ""
+}
+
+variable "python" {
+  description = "Python interpreter with the harness installed; runs the virtual BMCs."
+  type        = string
+  default     = "python3"
+}

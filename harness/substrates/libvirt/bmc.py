@@ -1,0 +1,272 @@
+"""Virtual BMCs: an IPMI (lanplus) endpoint per `bmc = true` node, in front of its domain.
+
+Terraform owns their life cycle (`terraform_data.bmc` in the libvirt_trial module runs
+`python -m harness.substrates.libvirt.bmc start|stop`); Python writes the per-trial
+random credentials and talks to them. A BMC is a detached process bound to the trial
+network's host-side address (`.1` on the trial bridge, reachable from the nodes) on a
+per-trial UDP port::
+
+    <trial>/vm/bmc/<node>.json   address, port, user, password, domain (mode 0600)
+    <trial>/vm/bmc/<node>.pid    pid of the BMC process
+    <trial>/vm/bmc/<node>.log    its output
+
+Its command line carries `--name hx-<trial>-<node>-bmc --campaign C --owner PID`, so
+`leftovers`/`sweep` find it after a crash. A BMC also exits on its own once its domain has
+been gone for a few seconds. The client side (`power`) uses pyghmi with the SHA-1 cipher
+suite forced: pyghmi's client offers SHA-256 first, which pyghmi-based BMCs answer with
+SHA-1, and the session then fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.errors import SubstrateError
+
+MODULE = "harness.substrates.libvirt.bmc"
+_SHA1_PEERS: set[tuple[str, int]] = set()
+
+
+def config_path(trial_root: Path, node: str) -> Path:
+    return trial_root / "vm" / "bmc" / f"{node}.json"
+
+
+def free_udp_port(address: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((address, 0))
+        return sock.getsockname()[1]
+
+
+def write_config(trial_root: Path, node: str, domain: str, address: str) -> dict:
+    """Per-trial random credentials and a port for one node's BMC (kept if present)."""
+    path = config_path(trial_root, node)
+    if path.exists():
+        return json.loads(path.read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    cfg = {"node": node, "domain": domain, "address": address, "port": 0,
+           "user": "hx" + secrets.token_hex(3), "password": secrets.token_urlsafe(12)}
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(cfg, fh)
+    return cfg
+
+
+def read_config(trial_root: Path, node: str) -> dict | None:
+    path = config_path(trial_root, node)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def serve(cfg: dict, uri: str) -> None:
+    """Run the BMC in this process until its domain disappears."""
+    import libvirt
+    from pyghmi.ipmi import bmc as pybmc
+    from pyghmi.ipmi.private import session as ipmisession
+
+    from harness.substrates.libvirt import host
+
+    domain = cfg["domain"]
+
+    class DomainBmc(pybmc.Bmc):
+        def _power(self, action: str) -> int:
+            host.power(uri, domain, action)
+            return 0
+
+        def get_power_state(self):
+            return host.power(uri, domain, "status")
+
+        def power_off(self):
+            return self._power("off")
+
+        def power_on(self):
+            return self._power("on")
+
+        def power_cycle(self):
+            return self._power("cycle")
+
+        def power_reset(self):
+            return self._power("reset")
+
+        def power_shutdown(self):
+            conn = host.connect(uri)
+            try:
+                conn.lookupByName(domain).shutdown()
+            finally:
+                conn.close()
+            return 0
+
+        def cold_reset(self):
+            return 0
+
+    DomainBmc({cfg["user"]: cfg["password"]}, port=int(cfg["port"]), address=cfg["address"])
+    print(f"bmc for {domain} listening on {cfg['address']}:{cfg['port']}", flush=True)
+    missing = 0
+    while missing < 3:
+        ipmisession.Session.wait_for_rsp(2)
+        conn = host.connect(uri)
+        try:
+            conn.lookupByName(domain)
+            missing = 0
+        except libvirt.libvirtError:
+            missing += 1
+        finally:
+            conn.close()
+    print(f"domain {domain} is gone; bmc exits", flush=True)
+
+
+def start(trial_root: Path, node: str, name: str, campaign: str, owner: int, uri: str,
+          timeout: float = 20.0) -> dict:
+    """Start one node's BMC (detached) and wait until its UDP port answers to binding."""
+    cfg = read_config(trial_root, node)
+    if cfg is None:
+        raise SubstrateError("vm", f"no BMC config for {node} in {trial_root}/vm/bmc")
+    base = config_path(trial_root, node).with_suffix("")
+    pidfile = base.with_suffix(".pid")
+    if pidfile.exists() and _alive(int(pidfile.read_text() or 0)):
+        return cfg
+    cfg["port"] = free_udp_port(cfg["address"])
+    config_path(trial_root, node).write_text(json.dumps(cfg))
+    log = base.with_suffix(".log").open("a")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", MODULE, "serve", "--name", name, "--campaign", campaign or "-",
+         "--owner", str(owner), "--uri", uri, "--config", str(config_path(trial_root, node))],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    pidfile.write_text(str(proc.pid))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SubstrateError("vm", f"BMC for {node} exited (code {proc.returncode})",
+                                 base.with_suffix(".log").read_text()[-1500:])
+        if "listening" in base.with_suffix(".log").read_text():
+            return cfg
+        time.sleep(0.2)
+    stop_pid(proc.pid)
+    raise SubstrateError("vm", f"BMC for {node} did not start in {timeout:.0f}s")
+
+
+def _alive(pid: int) -> bool:
+    return pid > 0 and Path(f"/proc/{pid}").exists()
+
+
+def stop_pid(pid: int, grace: float = 3.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def processes() -> list[dict]:
+    """Running BMC processes: pid, name, campaign, owner (from their command lines)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            state = (proc / "stat").read_text().split()[2]
+        except OSError:
+            continue
+        if MODULE not in argv or "serve" not in argv or state == "Z":
+            continue
+        opts = dict(zip(argv[::1], argv[1::1], strict=False))
+        found.append({"pid": int(proc.name), "name": opts.get("--name", ""),
+                      "campaign": opts.get("--campaign", ""), "owner": opts.get("--owner", "")})
+    return found
+
+
+def leftovers(campaign: str | None = None, trial: str | None = None,
+              remove: bool = False) -> list[str]:
+    """BMC processes of one trial, of a campaign, or all (sparing those whose owner runs)."""
+    from harness.substrates.libvirt.naming import PREFIX, resource_prefix
+
+    found = []
+    for p in processes():
+        name = p["name"]
+        if trial:
+            hit = name.startswith(resource_prefix(trial) + "-")
+        elif campaign:
+            hit = p["campaign"] == campaign and not _alive(int(p["owner"] or 0))
+        else:
+            hit = name.startswith(PREFIX) and not _alive(int(p["owner"] or 0))
+        if hit:
+            found.append(f"bmc {name} (pid {p['pid']})")
+            if remove:
+                stop_pid(p["pid"])
+    return found
+
+
+def _open_sha1(self, original=None):
+    if (str(getattr(self, "bmc", "")), int(getattr(self, "port", 0) or 0)) in _SHA1_PEERS:
+        self.attemptedhash = 1
+    return original(self)
+
+
+def _force_sha1(address: str, port: int) -> None:
+    """Make pyghmi's client open sessions to (address, port) with the SHA-1 suite only."""
+    from pyghmi.ipmi.private import session as ipmisession
+
+    _SHA1_PEERS.add((address, port))
+    cls = ipmisession.Session
+    if not getattr(cls, "_hx_sha1", False):
+        original = cls._open_rmcpplus_request
+        cls._open_rmcpplus_request = lambda self: _open_sha1(self, original)
+        cls._hx_sha1 = True
+
+
+def client_power(cfg: dict, action: str, timeout: float = 30.0) -> str:
+    """on/off/cycle/reset/status through the BMC over real IPMI; returns the power state."""
+    from pyghmi.ipmi import command
+
+    _force_sha1(cfg["address"], int(cfg["port"]))
+    try:
+        ipmi = command.Command(bmc=cfg["address"], port=int(cfg["port"]), userid=cfg["user"],
+                               password=cfg["password"], keepalive=False)
+        if action != "status":
+            ipmi.set_power({"cycle": "boot"}.get(action, action), wait=False)
+        return ipmi.get_power()["powerstate"]
+    except Exception as exc:
+        raise SubstrateError("vm", f"IPMI power {action} via {cfg['address']}:{cfg['port']} "
+                             f"failed: {exc}") from exc
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog=MODULE)
+    ap.add_argument("command", choices=["serve", "start", "stop"])
+    ap.add_argument("--name", default="")
+    ap.add_argument("--campaign", default="-")
+    ap.add_argument("--owner", default="0")
+    ap.add_argument("--uri", default="qemu:///system")
+    ap.add_argument("--config", help="serve: the node's <trial>/vm/bmc/<node>.json")
+    ap.add_argument("--trial-root", help="start/stop: the trial directory")
+    ap.add_argument("--node")
+    args = ap.parse_args(argv)
+    if args.command == "serve":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        serve(json.loads(Path(args.config).read_text()), args.uri)
+    elif args.command == "start":
+        cfg = start(Path(args.trial_root), args.node, args.name, args.campaign,
+                    int(args.owner), args.uri)
+        print(f"{cfg['address']}:{cfg['port']}")
+    else:
+        pidfile = config_path(Path(args.trial_root), args.node).with_suffix(".pid")
+        if pidfile.exists():
+            stop_pid(int(pidfile.read_text() or 0))
+            pidfile.unlink()
+
+
+if __name__ == "__main__":
+    main()
