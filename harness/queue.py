@@ -26,7 +26,7 @@ from harness.capacity import VM_SUBSTRATES, CapacityPool
 from harness.environment import now_iso
 from harness.errors import InputError
 from harness.paths import TrialPaths
-from harness.results import AgentRef, TaskRef, TrialRecord
+from harness.results import AgentRef, TaskRef, TrialRecord, append_jsonl
 from harness.task import load_task
 from harness.terraform import TrialTerraform
 from harness.trial import Trial
@@ -39,13 +39,7 @@ class Journal:
         self.path = path
 
     def write(self, event: str, **data: Any) -> None:
-        line = json.dumps({"ts": now_iso(), "event": event, **data}, default=str) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_jsonl(self.path, {"ts": now_iso(), "event": event, **data})
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():

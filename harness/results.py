@@ -33,6 +33,18 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+    """Append one JSON line with a single write, then fsync (journals and ledgers)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(obj, default=str) + "\n"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class TaskRef(BaseModel):
     name: str
     path: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,14 @@ def docker_ready() -> str | None:
         return None if ok else desc
     except Exception as exc:
         return str(exc)
+
+
+def labeled(trial_id: str) -> list[str]:
+    """Every container, network and volume still carrying the trial's label."""
+    out = []
+    for kind in ("container", "network", "volume"):
+        cmd = ["docker", kind, "ls", "-q", "--filter", f"label=harness.trial={trial_id}"]
+        if kind == "container":
+            cmd.insert(3, "-a")
+        out += subprocess.run(cmd, capture_output=True, text=True).stdout.split()
+    return out

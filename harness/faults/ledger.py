@@ -15,7 +15,6 @@ The node-side half lives on each target: `/run/harness/faults/<id>.json` (the re
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from harness.environment import now_iso
 from harness.faults.base import FaultRecord
 from harness.paths import TrialPaths
+from harness.results import append_jsonl
 
 
 def ledger_path(paths: TrialPaths) -> Path:
@@ -37,14 +37,7 @@ class Ledger:
         self.path = path
 
     def append(self, op: str, **data: Any) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"ts": now_iso(), "op": op, **data}, default=str) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_jsonl(self.path, {"ts": now_iso(), "op": op, **data})
 
     def records(self) -> dict[str, FaultRecord]:
         """Every fault ever recorded, in injection order, with its latest status."""

@@ -26,7 +26,7 @@ from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trajectory import read_trajectory
 from harness.trial import Trial, make_trial_id
-from tests.conftest import SEED, docker_ready
+from tests.conftest import SEED, docker_ready, labeled
 from tests.fakes import (
     CLAUDE_RESULT,
     FakeChatCompletionsServer,
@@ -55,14 +55,6 @@ SKIP_EXEC = [
 ]
 
 
-def labeled(trial_id: str) -> list[str]:
-    out = []
-    for kind in ("container", "network", "volume"):
-        cmd = ["docker", kind, "ls", "-q", "--filter", f"label=harness.trial={trial_id}"]
-        if kind == "container":
-            cmd.insert(3, "-a")
-        out += subprocess.run(cmd, capture_output=True, text=True).stdout.split()
-    return out
 
 
 def make_trial(task_dir: Path, agent, root: Path, **kw) -> Trial:

@@ -17,7 +17,7 @@ from harness.agents import Agent, AgentOutcome, get_agent
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
-from tests.conftest import docker_ready
+from tests.conftest import docker_ready, labeled
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
@@ -26,15 +26,6 @@ REPO = Path(__file__).resolve().parents[2]
 SEED_DOCKER = ["hello-docker", "nginx-tls-mismatch", "log-volume-full"]
 
 
-def labeled(trial_id: str) -> list[str]:
-    """Every container, network and volume still carrying the trial's label."""
-    out = []
-    for kind in ("container", "network", "volume"):
-        cmd = ["docker", kind, "ls", "-q", "--filter", f"label=harness.trial={trial_id}"]
-        if kind == "container":
-            cmd.insert(3, "-a")
-        out += subprocess.run(cmd, capture_output=True, text=True).stdout.split()
-    return out
 
 
 def make_trial(task_dir: Path, agent, tmp_path: Path, **kw) -> Trial:

@@ -24,7 +24,7 @@ from harness.faults.sweep import kept_environment
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
-from tests.conftest import docker_ready
+from tests.conftest import docker_ready, labeled
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
@@ -112,10 +112,6 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, cwd=REPO, timeout=600)
 
 
-def labeled(trial_id: str) -> list[str]:
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=harness.trial={trial_id}"],
-                         capture_output=True, text=True).stdout.split()
-    return out
 
 
 @pytest.fixture(scope="module")

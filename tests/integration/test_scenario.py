@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import subprocess
 import textwrap
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from harness.agents import Agent, AgentOutcome, get_agent
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
-from tests.conftest import SEED, docker_ready
+from tests.conftest import SEED, docker_ready, labeled
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
@@ -116,9 +115,6 @@ async def run_all(trials):
     return await asyncio.gather(*(t.run() for t in trials))
 
 
-def labeled(trial_id: str) -> list[str]:
-    return subprocess.run(["docker", "ps", "-aq", "--filter", f"label=harness.trial={trial_id}"],
-                          capture_output=True, text=True).stdout.split()
 
 
 def events(trial: Trial) -> list[dict]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import functools
 
 import pytest
 
@@ -12,56 +10,15 @@ from harness import risk
 from harness.errors import ConfigError
 from harness.risk.judge import Judge
 from harness.trajectory import CommandRecord, append_record
+from tests import fakes
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789"
 
 
-class FakeChatCompletionsServer:
-    """A test double of the hosted OpenAI chat-completions API, not the real service.
-
-    Serves `POST /v1/chat/completions` on 127.0.0.1 with a random port, answers from a
-    scripted list of reply contents (or HTTP statuses, given as ints) in order, and records
-    each request's headers and JSON body for assertions.
-    """
-
-    def __init__(self, replies: list):
-        self.replies = list(replies)
-        self.requests: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server naming)
-                length = int(self.headers.get("Content-Length", 0))
-                server.requests.append({"path": self.path, "headers": dict(self.headers),
-                                        "body": json.loads(self.rfile.read(length))})
-                reply = server.replies.pop(0) if server.replies else 500
-                if isinstance(reply, int):
-                    self.send_response(reply)
-                    self.end_headers()
-                    self.wfile.write(f'{{"error": "bad key {SECRET}"}}'.encode())
-                    return
-                payload = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                               "content": reply}}]})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(payload.encode())
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
-                                       daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+# The scripted test double of the hosted chat-completions API lives in tests/fakes.py;
+# here its error responses echo the key back, as a careless real endpoint might.
+FakeChatCompletionsServer = functools.partial(
+    fakes.FakeChatCompletionsServer, error_body=f'{{"error": "bad key {SECRET}"}}')
 
 
 CMDS = ["hostname", "ls /etc", "cat /etc/hosts", "df -h", "uptime", "ps aux", "aa-teardown",
