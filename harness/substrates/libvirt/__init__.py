@@ -213,7 +213,13 @@ class LibvirtSubstrate(Substrate):
     async def power(self, node: Node, action: str) -> str:
         """Through the node's virtual BMC (real IPMI) when it has one, else libvirt."""
         if node.extra.get("bmc"):
-            return await asyncio.to_thread(bmc.client_power, node.extra["bmc"], action)
+            try:
+                return await asyncio.wait_for(
+                    asyncio.to_thread(bmc.client_power, node.extra["bmc"], action), 60)
+            except TimeoutError as exc:
+                raise SubstrateError(self.name, f"IPMI power {action} of {node.name} got no "
+                                     "answer in 60s; is its BMC process running? (see "
+                                     "<trial>/vm/bmc/*.log)") from exc
         return await asyncio.to_thread(host.power, self.uri, node.extra["domain"], action)
 
     async def reboot(self, node: Node) -> None:

@@ -67,48 +67,57 @@ def read_config(trial_root: Path, node: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def bmc_class(power):
+    """A pyghmi Bmc whose chassis commands call `power(action)` (on/off/cycle/reset/status,
+    returning "on"/"off") and `power("shutdown")` for a soft off."""
+    from pyghmi.ipmi import bmc as pybmc
+
+    class DomainBmc(pybmc.Bmc):
+        def get_power_state(self):
+            return power("status")
+
+        def power_off(self):
+            power("off")
+
+        def power_on(self):
+            power("on")
+
+        def power_cycle(self):
+            power("cycle")
+
+        def power_reset(self):
+            power("reset")
+
+        def power_shutdown(self):
+            power("shutdown")
+
+        def cold_reset(self):
+            return 0
+
+    return DomainBmc
+
+
 def serve(cfg: dict, uri: str) -> None:
     """Run the BMC in this process until its domain disappears."""
     import libvirt
-    from pyghmi.ipmi import bmc as pybmc
     from pyghmi.ipmi.private import session as ipmisession
 
     from harness.substrates.libvirt import host
 
     domain = cfg["domain"]
 
-    class DomainBmc(pybmc.Bmc):
-        def _power(self, action: str) -> int:
-            host.power(uri, domain, action)
-            return 0
+    def power(action: str) -> str:
+        if action != "shutdown":
+            return host.power(uri, domain, action)
+        conn = host.connect(uri)
+        try:
+            conn.lookupByName(domain).shutdown()
+        finally:
+            conn.close()
+        return "on"
 
-        def get_power_state(self):
-            return host.power(uri, domain, "status")
-
-        def power_off(self):
-            return self._power("off")
-
-        def power_on(self):
-            return self._power("on")
-
-        def power_cycle(self):
-            return self._power("cycle")
-
-        def power_reset(self):
-            return self._power("reset")
-
-        def power_shutdown(self):
-            conn = host.connect(uri)
-            try:
-                conn.lookupByName(domain).shutdown()
-            finally:
-                conn.close()
-            return 0
-
-        def cold_reset(self):
-            return 0
-
-    DomainBmc({cfg["user"]: cfg["password"]}, port=int(cfg["port"]), address=cfg["address"])
+    bmc_class(power)({cfg["user"]: cfg["password"]}, port=int(cfg["port"]),
+                     address=cfg["address"])
     print(f"bmc for {domain} listening on {cfg['address']}:{cfg['port']}", flush=True)
     missing = 0
     while missing < 3:
@@ -227,11 +236,17 @@ def _force_sha1(address: str, port: int) -> None:
         cls._hx_sha1 = True
 
 
-def client_power(cfg: dict, action: str, timeout: float = 30.0) -> str:
+def client_power(cfg: dict, action: str) -> str:
     """on/off/cycle/reset/status through the BMC over real IPMI; returns the power state."""
     from pyghmi.ipmi import command
+    from pyghmi.ipmi.private import session as ipmisession
 
     _force_sha1(cfg["address"], int(cfg["port"]))
+    ipmi = None
+    # pyghmi keeps finished logins in `initting_sessions`; a later Command() to the same BMC
+    # would wait on that stale entry forever
+    ipmisession.Session.initting_sessions.pop(
+        (cfg["address"], cfg["user"], cfg["password"], int(cfg["port"]), None), None)
     try:
         ipmi = command.Command(bmc=cfg["address"], port=int(cfg["port"]), userid=cfg["user"],
                                password=cfg["password"], keepalive=False)
@@ -241,6 +256,10 @@ def client_power(cfg: dict, action: str, timeout: float = 30.0) -> str:
     except Exception as exc:
         raise SubstrateError("vm", f"IPMI power {action} via {cfg['address']}:{cfg['port']} "
                              f"failed: {exc}") from exc
+    finally:
+        if ipmi is not None:  # a session left open makes the next Command() hang
+            with contextlib.suppress(Exception):
+                ipmi.ipmi_session.logout()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,64 @@
+"""The virtual BMC over real IPMI on loopback: pyghmi server, pyghmi client (SHA-1 forced),
+credentials, leftovers matching. No libvirt needed."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+pytest.importorskip("pyghmi")
+
+from harness.errors import SubstrateError  # noqa: E402
+from harness.substrates.libvirt import bmc  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory):
+    """One BMC in a daemon thread, in front of a fake power state."""
+    from pyghmi.ipmi.private import session as ipmisession
+
+    state = {"power": "on", "calls": []}
+
+    def power(action: str) -> str:
+        state["calls"].append(action)
+        if action in ("on", "off"):
+            state["power"] = action
+        elif action in ("cycle", "reset"):
+            state["power"] = "on"
+        return state["power"]
+
+    cfg = bmc.write_config(tmp_path_factory.mktemp("trial"), "node1", "hx-t-node1",
+                           "127.0.0.1")
+    cfg["port"] = bmc.free_udp_port("127.0.0.1")
+    bmc.bmc_class(power)({cfg["user"]: cfg["password"]}, port=cfg["port"],
+                         address="127.0.0.1")
+    threading.Thread(target=lambda: [ipmisession.Session.wait_for_rsp(1) for _ in iter(int, 1)],
+                     daemon=True).start()
+    return cfg, state
+
+
+def test_config_is_root_only_and_random(tmp_path):
+    a = bmc.write_config(tmp_path / "a", "node1", "d", "10.0.0.1")
+    b = bmc.write_config(tmp_path / "b", "node1", "d", "10.0.0.1")
+    assert (a["user"], a["password"]) != (b["user"], b["password"])
+    assert oct(bmc.config_path(tmp_path / "a", "node1").stat().st_mode & 0o777) == "0o600"
+    assert bmc.write_config(tmp_path / "a", "node1", "d", "10.0.0.1") == a
+
+
+def test_power_off_on_status_through_ipmi(endpoint):
+    cfg, state = endpoint
+    assert bmc.client_power(cfg, "status") == "on"
+    assert bmc.client_power(cfg, "off") == "off" and state["power"] == "off"
+    assert bmc.client_power(cfg, "on") == "on"
+    assert {"off", "on"} <= set(state["calls"])
+
+
+def test_wrong_password_is_a_clear_error(endpoint):
+    cfg, _ = endpoint
+    with pytest.raises(SubstrateError, match="IPMI power status"):
+        bmc.client_power({**cfg, "password": "wrong"}, "status")
+
+
+def test_leftovers_ignore_foreign_processes():
+    assert bmc.leftovers(trial="no-such-trial-xyz") == []
