@@ -1,0 +1,145 @@
+"""VM boot overhead: harness time from apply to "agent may start" vs a raw QEMU boot to SSH.
+
+    python bench/vm_boot.py [--task tasks/<vm task>] [--runs 1]
+
+Harness: one real trial (nop agent) through Trial; the time from `phase.provision.start`
+(render + terraform apply + SSH wait + Ansible setup/bootstrap + agent setup) to
+`phase.agent.start` in its events.jsonl. Without --task a minimal vm task (no bootstrap)
+is generated, so the number is the harness's own cost. Raw: the same kernel, initrd,
+overlay and seed disk booted by `qemu-system-x86_64` alone (TCG unless KVM works here)
+with user networking, until SSH answers. Runs one VM at a time; prints both and the ratio
+(target <= 1.3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.agents import get_agent  # noqa: E402
+from harness.paths import TERRAFORM_MODULES  # noqa: E402
+from harness.substrates import get_substrate  # noqa: E402
+from harness.substrates.libvirt import detect_domain_type, ssh  # noqa: E402
+from harness.substrates.libvirt.image import (  # noqa: E402
+    KERNEL_CMDLINE,
+    build_vm_image,
+    kernel_paths,
+)
+from harness.task import load_task  # noqa: E402
+from harness.trial import Trial, make_trial_id, run_async  # noqa: E402
+
+MINIMAL_TOML = """version = "1.0"
+[task]
+name = "vm-boot-bench"
+[agent]
+timeout_sec = 60
+[verifier]
+timeout_sec = 60
+[environment]
+type = "vm"
+cpus = 1
+memory_mb = 1024
+"""
+MINIMAL_TEST = "#!/bin/bash\necho 1.0 > /logs/verifier/reward.txt\n"
+
+
+def minimal_task(root: Path) -> Path:
+    task = root / "vm-boot-bench"
+    (task / "tests").mkdir(parents=True)
+    (task / "task.toml").write_text(MINIMAL_TOML)
+    (task / "instruction.md").write_text("Nothing to do: boot benchmark.\n")
+    (task / "tests" / "test.sh").write_text(MINIMAL_TEST)
+    (task / "tests" / "test.sh").chmod(0o755)
+    return task
+
+
+def harness_to_agent(task_dir: Path, work: Path) -> tuple[float, dict]:
+    """Seconds from provision start to agent start in one real nop trial, and its timings."""
+    task = load_task(task_dir)
+    trial_id = make_trial_id(task.name, "nop", 1)
+    trial = Trial(task=task, agent=get_agent("nop"), substrate=get_substrate(task.env.type),
+                  root=work / "trials" / trial_id, trial_id=trial_id, campaign="vm-bench")
+    rec = run_async(trial.run())
+    events = [json.loads(line) for line in trial.paths.events.read_text().splitlines()]
+    at = {e["name"]: e["elapsed_sec"] for e in events}
+    if "phase.agent.start" not in at:
+        raise SystemExit(f"trial {trial_id} never opened the agent window: {rec.error}")
+    if rec.leaks:
+        print(f"warning: leaks after the trial: {rec.leaks}", file=sys.stderr)
+    return (at["phase.agent.start"] - at["phase.provision.start"],
+            {k: v["seconds"] for k, v in rec.timings.items()})
+
+
+def raw_boot_to_ssh(work: Path, timeout: float = 240.0) -> float:
+    base = build_vm_image(log=lambda _: None)
+    kernel, initrd = kernel_paths(base)
+    pub = ssh.ensure_key(work, "hx-raw-baseline")
+    env = {**os.environ, "HX_BASE": str(base), "HX_OVERLAY": str(work / "hx-raw.qcow2"),
+           "HX_SEED": str(work / "hx-raw-seed.img"), "HX_HOSTNAME": "raw",
+           "HX_HOSTS": "127.0.0.1\tlocalhost\n", "HX_CLUSTER_INFO": "",
+           "HX_AUTHORIZED_KEYS": pub}
+    subprocess.run([str(TERRAFORM_MODULES / "libvirt_trial" / "files" / "make-disks.sh")],
+                   env=env, check=True, capture_output=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    accel = "kvm" if detect_domain_type() == "kvm" else "tcg"
+    started = time.monotonic()
+    qemu = subprocess.Popen(
+        ["qemu-system-x86_64", "-machine", f"pc,accel={accel}", "-m", "1024", "-smp", "1",
+         "-kernel", str(kernel), "-initrd", str(initrd), "-append", KERNEL_CMDLINE,
+         "-drive", f"file={work / 'hx-raw.qcow2'},if=virtio,format=qcow2",
+         "-drive", f"file={work / 'hx-raw-seed.img'},if=virtio,format=raw",
+         "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
+         "-device", "virtio-net-pci,netdev=n0", "-display", "none",
+         "-serial", f"file:{work / 'console.log'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        argv = ssh.ssh_argv("127.0.0.1", ssh.key_path(work), connect_timeout=3)
+        while time.monotonic() - started < timeout:
+            probe = subprocess.run([*argv[:-1], "-p", str(port), argv[-1], "true"],
+                                   capture_output=True)
+            if probe.returncode == 0:
+                return time.monotonic() - started
+            if qemu.poll() is not None:
+                raise SystemExit(f"raw qemu exited: {qemu.stderr.read().decode()[-500:]}")
+            time.sleep(0.5)
+        raise SystemExit(f"raw qemu guest not reachable over SSH in {timeout:.0f}s")
+    finally:
+        qemu.kill()
+        qemu.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", type=Path, help="a vm task (default: a generated minimal one)")
+    ap.add_argument("--runs", type=int, default=1)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="hx-vm-boot-") as tmp:
+        work = Path(tmp)
+        task_dir = args.task or minimal_task(work)
+        for n in range(args.runs):
+            raw = raw_boot_to_ssh(work / f"raw{n}")
+            harness, timings = harness_to_agent(task_dir, work)
+            rows.append((raw, harness))
+            print(f"run {n + 1}: raw qemu boot->ssh {raw:6.1f}s   harness apply->agent "
+                  f"{harness:6.1f}s   ratio {harness / raw:4.2f}   timings {timings}")
+    raw = sum(r for r, _ in rows) / len(rows)
+    harness = sum(h for _, h in rows) / len(rows)
+    print(f"\nmean: raw {raw:.1f}s  harness {harness:.1f}s  ratio {harness / raw:.2f} "
+          f"(target <= 1.30)")
+
+
+if __name__ == "__main__":
+    main()

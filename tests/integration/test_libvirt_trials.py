@@ -1,0 +1,107 @@
+"""Real VM trials through the normal Trial path: Terraform, SSH, Ansible, verifier, gates,
+teardown (marker: libvirt). One VM trial runs at a time; about 10 minutes under TCG.
+
+- vm-fstab-durability: the oracle through `harness run`'s `run_one` (with the real-reboot
+  durability gate), the nop agent through Trial on a copy of the task without gates.
+- ipmi-power-recovery: a kept 2-node trial; bootstrap powers node1 off through its
+  virtual BMC from node0 (ipmitool over lanplus), the oracle powers it on the same way;
+  then the substrate's own power() (pyghmi client) cycles node1 and node0 sees it.
+After each trial no domain, network, pool, disk or BMC process of the trial remains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.agents import get_agent
+from harness.run import run_one
+from harness.substrates import get_substrate
+from harness.task import load_task
+from harness.trial import Trial, make_trial_id
+from tests.integration.test_libvirt_substrate import libvirt_unavailable
+
+pytestmark = [pytest.mark.libvirt,
+              pytest.mark.skipif(libvirt_unavailable() is not None,
+                                 reason=str(libvirt_unavailable()))]
+
+REPO = Path(__file__).resolve().parents[2]
+PHASES = {"functional", "durability", "cleanup"}
+
+
+def assert_clean(sub, trial_id: str, root: Path) -> None:
+    assert sub.leftovers(trial=trial_id) == []
+    assert not list((root / "vm" / "disks").glob("hx-*"))
+
+
+def test_fstab_oracle_via_harness_run(tmp_path):
+    started = time.monotonic()
+    rec = run_one(REPO / "tasks" / "vm-fstab-durability", "oracle", out=tmp_path)
+    print(f"\nvm-fstab-durability oracle: {time.monotonic() - started:.0f}s "
+          f"{ {k: v['seconds'] for k, v in rec.timings.items()} }")
+    assert rec.status == "passed" and rec.reward == 1.0, rec.error
+    assert {c["phase"] for c in rec.checks if c["scored"]} == PHASES
+    durability = rec.gates["durability"]
+    assert durability["reward"] == 1.0, durability
+    assert any(c["name"] == "reboot node0 and come back" and c["passed"]
+               for c in durability["checks"])
+    assert rec.leaks == []
+    assert_clean(get_substrate("vm"), rec.trial_id,
+                 tmp_path / "adhoc" / "trials" / rec.trial_id)
+
+
+def test_fstab_nop_scores_low(tmp_path):
+    task_dir = tmp_path / "vm-fstab-durability"
+    shutil.copytree(REPO / "tasks" / "vm-fstab-durability", task_dir)
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().split("# the fix must survive")[0])  # no reboot gate
+    task = load_task(task_dir)
+    trial_id = make_trial_id(task.name, "nop", 1)
+    sub = get_substrate("vm")
+    trial = Trial(task=task, agent=get_agent("nop"), substrate=sub,
+                  root=tmp_path / "trials" / trial_id, trial_id=trial_id, campaign="vm-pytest")
+    rec = asyncio.run(trial.run())
+    assert rec.status == "failed" and rec.reward is not None and rec.reward < 0.5, rec.error
+    assert rec.leaks == []
+    assert_clean(sub, trial_id, trial.root)
+
+
+def test_ipmi_power_recovery_bmc_from_node0(tmp_path):
+    task = load_task(REPO / "tasks" / "ipmi-power-recovery")
+    trial_id = make_trial_id(task.name, "oracle", 1)
+    sub = get_substrate("vm-cluster")
+    trial = Trial(task=task, agent=get_agent("oracle"), substrate=sub,
+                  root=tmp_path / "trials" / trial_id, trial_id=trial_id,
+                  campaign="vm-pytest", keep=True)
+
+    async def scenario():
+        rec = await trial.run()
+        try:
+            assert rec.status == "passed" and rec.reward == 1.0, (rec.error, rec.checks)
+            node0, node1 = trial.env.node("node0"), trial.env.node("node1")
+            info = await sub.exec(node0, "cat /etc/harness/cluster-info; "
+                                  "stat -c %a /etc/harness/bmc-credentials", timeout=30)
+            assert f"node1_bmc={node1.extra['bmc']['address']}:" in info.stdout
+            assert info.stdout.split()[-1] == "600"
+            status = ". /etc/harness/bmc-credentials; ipmitool -I lanplus -C 3 " \
+                '-H "${node1_bmc%:*}" -p "${node1_bmc#*:}" -U "$node1_bmc_user" ' \
+                '-P "$node1_bmc_password" chassis power status'
+            assert await sub.power(node1, "status") == "on"
+            assert await sub.power(node1, "off") == "off"
+            seen = await sub.exec(node0, status, timeout=30)
+            assert "is off" in seen.stdout, seen.stdout + seen.stderr
+            assert await sub.power(node1, "on") == "on"
+            seen = await sub.exec(node0, status, timeout=30)
+            assert "is on" in seen.stdout, seen.stdout + seen.stderr
+            kept = sub.leftovers(trial=trial_id)  # what teardown must remove
+            assert any(x.startswith("bmc ") for x in kept), kept
+        finally:
+            leaks = await trial._teardown()
+        return leaks
+
+    assert asyncio.run(scenario()) == []
+    assert_clean(sub, trial_id, trial.root)
