@@ -147,8 +147,9 @@ def start(trial_root: Path, node: str, name: str, campaign: str, owner: int, uri
     config_path(trial_root, node).write_text(json.dumps(cfg))
     log = base.with_suffix(".log").open("a")
     proc = subprocess.Popen(
-        [sys.executable, "-m", MODULE, "serve", "--name", name, "--campaign", campaign or "-",
-         "--owner", str(owner), "--uri", uri, "--config", str(config_path(trial_root, node))],
+        [sys.executable, "-W", "ignore::RuntimeWarning", "-m", MODULE, "serve", "--name", name,
+         "--campaign", campaign or "-", "--owner", str(owner), "--uri", uri,
+         "--config", str(config_path(trial_root, node))],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     pidfile.write_text(str(proc.pid))
     deadline = time.monotonic() + timeout

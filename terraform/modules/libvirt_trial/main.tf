@@ -133,12 +133,12 @@ resource "terraform_data" "bmc" {
   }
 
   provisioner "local-exec" {
-    command = "'${var.python}' -m harness.substrates.libvirt.bmc start --trial-root '${var.trial_root}' --node '${each.key}' --name '${local.prefix}-${each.key}-bmc' --campaign '${var.campaign}' --owner '${var.owner_pid}' --uri '${var.libvirt_uri}'"
+    command = "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.bmc start --trial-root '${var.trial_root}' --node '${each.key}' --name '${local.prefix}-${each.key}-bmc' --campaign '${var.campaign}' --owner '${var.owner_pid}' --uri '${var.libvirt_uri}'"
   }
 
   provisioner "local-exec" {
     when    = destroy
-    command = "'${self.input.python}' -m harness.substrates.libvirt.bmc stop --trial-root '${self.input.trial_root}' --node '${self.input.node}'"
+    command = "'${self.input.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.bmc stop --trial-root '${self.input.trial_root}' --node '${self.input.node}'"
   }
 
   depends_on = [libvirt_domain.this, libvirt_network.this]
