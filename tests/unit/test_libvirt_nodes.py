@@ -1,0 +1,64 @@
+"""Node sizing (node's own value, else [environment], clamped to the host with a warning),
+BMC variables and the BMC-related inventory, without libvirt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.substrates.base import TrialSpec
+from harness.substrates.libvirt import LibvirtSubstrate
+
+
+def task(nodes, cpus=2, memory_mb=768):
+    return SimpleNamespace(name="demo", network="10.99.0.0/24", nodes=nodes,
+                           env=SimpleNamespace(cpus=cpus, memory_mb=memory_mb))
+
+
+def node(name, cpus=None, memory_mb=None, bmc=False):
+    return SimpleNamespace(name=name, cpus=cpus, memory_mb=memory_mb, bmc=bmc)
+
+
+def spec(tmp_path: Path, t) -> TrialSpec:
+    return TrialSpec(trial_id="t-0002", campaign="vm-unit", task=t, root=tmp_path)
+
+
+def test_nodes_fall_back_to_environment(tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.substrates.libvirt.host_memory_mb", lambda: 64000)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    sub = LibvirtSubstrate("vm-cluster", domain_type="qemu")
+    got = sub._task_nodes(spec(tmp_path, task([node("a"), node("b", cpus=1, memory_mb=512)])))
+    assert got == [{"name": "a", "vcpu": 2, "memory_mb": 768},
+                   {"name": "b", "vcpu": 1, "memory_mb": 512}]
+
+
+def test_nodes_clamped_to_host_with_warning(tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.substrates.libvirt.host_memory_mb", lambda: 4096)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    sub = LibvirtSubstrate("vm", domain_type="qemu")
+    with pytest.warns(UserWarning, match="this host gives it 2 and 3072"):
+        got = sub._task_nodes(spec(tmp_path, task([node("a")], cpus=16, memory_mb=65536)))
+    assert got == [{"name": "a", "vcpu": 2, "memory_mb": 3072}]
+
+
+def test_bmc_nodes_get_config_vars_and_inventory(tmp_path, monkeypatch):
+    monkeypatch.setattr("harness.substrates.libvirt.image.kernel_paths",
+                        lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
+    monkeypatch.setattr("harness.substrates.libvirt.kernel_paths",
+                        lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
+    sub = LibvirtSubstrate("vm-cluster", domain_type="qemu")
+    s = TrialSpec(trial_id="t-0002", campaign="vm-unit", root=tmp_path,
+                  task=task([node("node0"), node("node1", bmc=True)]),
+                  image=str(tmp_path / "disk.qcow2"))
+    tf = sub.terraform_vars(s)
+    assert tf["bmc_nodes"] == ["node1"] and tf["trial_root"] == str(tmp_path.resolve())
+    cfg_file = tmp_path / "vm" / "bmc" / "node1.json"
+    assert oct(cfg_file.stat().st_mode & 0o777) == "0o600"
+    nodes = sub.nodes(s, {"nodes": {"node0": "10.99.0.10", "node1": "10.99.0.11"}})
+    assert nodes[0].extra["bmc"] is None and nodes[1].extra["bmc"]["address"] == "10.99.0.1"
+    hosts = sub.inventory(s, nodes)["all"]["hosts"]
+    assert "harness_bmc" not in hosts["node0"]
+    assert hosts["node1"]["harness_bmc"].startswith("10.99.0.1:")
+    assert sub.inventory(s, nodes)["all"]["vars"]["harness_trial_id"] == "t-0002"
