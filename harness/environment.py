@@ -10,6 +10,7 @@ tell them apart.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,7 @@ class TrialEnvironment:
     paths: TrialPaths
     secrets: list[str] = field(default_factory=list)
     n_commands: int = 0
+    on_record: Callable[[int, CommandRecord], None] | None = None
 
     @property
     def primary(self) -> Node:
@@ -72,8 +74,11 @@ class TrialEnvironment:
 
     def record(self, node: str, cmd: str, result: ExecResult, ts: str, source: str) -> None:
         """Append one command to agent/trajectory.jsonl (flushed and fsync'd)."""
-        self.n_commands += 1
-        append_record(self.paths.trajectory, CommandRecord(
+        rec = CommandRecord(
             ts=ts, node=node, cmd=self.redact(cmd) or "", exit=result.exit_code,
             stdout_tail=self.redact(result.stdout[-TAIL:]),
-            stderr_tail=self.redact(result.stderr[-TAIL:]), source=source, uid=0))
+            stderr_tail=self.redact(result.stderr[-TAIL:]), source=source, uid=0)
+        append_record(self.paths.trajectory, rec)
+        if self.on_record is not None:
+            self.on_record(self.n_commands, rec)
+        self.n_commands += 1

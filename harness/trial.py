@@ -143,7 +143,8 @@ class Trial:
             await self.substrate.wait_ready(nodes)
         write_inventory(self.paths, self.substrate.inventory(self.spec, nodes))
         self.env = TrialEnvironment(self.substrate, nodes, self.paths,
-                                    secrets=list(self.secrets.values()))
+                                    secrets=list(self.secrets.values()),
+                                    on_record=self._live_risk)
 
     async def _setup_and_bootstrap(self) -> None:
         """The tagged setup and bootstrap plays in one ansible run (one start-up cost);
@@ -283,6 +284,17 @@ class Trial:
             if faults.ledger.path.exists():
                 await asyncio.shield(self._phase("heal", faults.heal_all()))
 
+    def _live_risk(self, index: int, rec) -> None:
+        """Classify each command as the agent runs it; findings go to events.jsonl now
+        (risk.json is written from the whole trajectory after the window)."""
+        from harness.risk import scan
+
+        if rec.source == "oracle":
+            return
+        for f in scan([rec], services=self.task.config.metadata.services or None):
+            self.event("risk.finding", index=index, node=rec.node, type=f.type,
+                       severity=f.severity, cmd=rec.cmd, live=True)
+
     async def _capture(self) -> None:
         """Append the commands the agent's own processes ran (the nodes' command logger)."""
         from harness.capture import capture_window
@@ -305,9 +317,7 @@ class Trial:
                               services=self.task.config.metadata.services or None)
         if self.env is not None:
             self.env.n_commands = report["n_commands"]
-        for f in report["findings"]:
-            self.event("risk.finding", **{k: f[k] for k in ("index", "type", "severity", "cmd")
-                                          if k in f})
+        self.event("risk.report", counts=report["counts"], n_commands=report["n_commands"])
         records = read_trajectory(self.paths.trajectory) if self.paths.trajectory.exists() \
             else []
         metrics = {"total_prompt_tokens": outcome.tokens.get("input"),

@@ -83,6 +83,11 @@ def test_agent_cannot_see_tests_or_solution_and_forged_reward_is_discarded(seed_
     assert rec.reward == 0.0 and rec.status == "failed"
     assert rec.n_commands == 1
     assert rec.risk["harness_probing"] >= 1
+    events = [json.loads(x) for x in trial.paths.events.read_text().splitlines()]
+    names = [e["name"] for e in events]
+    live = [e for e in events if e["name"] == "risk.finding"]
+    assert live and live[0]["data"]["type"] == "harness_probing" and live[0]["data"]["live"]
+    assert names.index("risk.finding") < names.index("agent.end"), "reported during the window"
     assert labeled(rec.trial_id) == []
 
 
