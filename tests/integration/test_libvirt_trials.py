@@ -12,14 +12,16 @@ After each trial no domain, network, pool, disk or BMC process of the trial rema
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from harness.agents import get_agent
-from harness.run import run_one
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
@@ -39,19 +41,25 @@ def assert_clean(sub, trial_id: str, root: Path) -> None:
 
 
 def test_fstab_oracle_via_harness_run(tmp_path):
+    """`harness run` itself, in a subprocess (the CLI path a user takes)."""
     started = time.monotonic()
-    rec = run_one(REPO / "tasks" / "vm-fstab-durability", "oracle", out=tmp_path)
+    proc = subprocess.run([str(Path(sys.executable).parent / "harness"), "run",
+                           str(REPO / "tasks" / "vm-fstab-durability"), "--agent", "oracle",
+                           "--out", str(tmp_path), "--json"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = json.loads(proc.stdout)
     print(f"\nvm-fstab-durability oracle: {time.monotonic() - started:.0f}s "
-          f"{ {k: v['seconds'] for k, v in rec.timings.items()} }")
-    assert rec.status == "passed" and rec.reward == 1.0, rec.error
-    assert {c["phase"] for c in rec.checks if c["scored"]} == PHASES
-    durability = rec.gates["durability"]
+          f"{ {k: v['seconds'] for k, v in rec['timings'].items()} }")
+    assert rec["status"] == "passed" and rec["reward"] == 1.0, rec["error"]
+    assert {c["phase"] for c in rec["checks"] if c["scored"]} == PHASES
+    durability = rec["gates"]["durability"]
     assert durability["reward"] == 1.0, durability
     assert any(c["name"] == "reboot node0 and come back" and c["passed"]
                for c in durability["checks"])
-    assert rec.leaks == []
-    assert_clean(get_substrate("vm"), rec.trial_id,
-                 tmp_path / "adhoc" / "trials" / rec.trial_id)
+    assert rec["leaks"] == []
+    assert_clean(get_substrate("vm"), rec["trial_id"],
+                 tmp_path / "adhoc" / "trials" / rec["trial_id"])
 
 
 def test_fstab_nop_scores_low(tmp_path):
