@@ -41,10 +41,13 @@ _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_pr
 
 
 def run_async(coro):
-    """asyncio.run with a default executor wide enough for many concurrent trials."""
+    """asyncio.run with a default executor wide enough for many concurrent trials (a fresh
+    one per call: asyncio.run shuts its default executor down; `_EXECUTOR`, which trials
+    use for their blocking work, is never handed to it)."""
 
     async def main():
-        asyncio.get_running_loop().set_default_executor(_EXECUTOR)
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="hx-io"))
         return await coro
 
     return asyncio.run(main())
