@@ -284,7 +284,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         pidfile = config_path(Path(args.trial_root), args.node).with_suffix(".pid")
         if pidfile.exists():
-            stop_pid(int(pidfile.read_text() or 0))
+            pid = int(pidfile.read_text() or 0)
+            if any(p["pid"] == pid for p in processes()):  # never a recycled pid
+                stop_pid(pid)
             pidfile.unlink()
 
 
