@@ -9,6 +9,13 @@ leftovers. The per-trial key and disks live under the trial directory::
     <trial>/ssh/id_ed25519[.pub]      per-trial key pair (root on every node)
     <trial>/vm/disks/hx-<trial>-<node>.qcow2, -seed.img   the trial's storage pool hx-<trial>
     <trial>/vm/hx-<trial>-<node>-console.log              serial console
+    <trial>/vm/bmc/<node>.json|.pid|.log                  virtual BMC of a `bmc = true` node
+
+Node vcpu/memory come from the node, else the task's `[environment]`, clamped to the host
+(with a warning). `wait_ready` (called by Trial right after the nodes are known) waits for
+SSH on every node and gives the primary the BMC credentials (/etc/harness/bmc-credentials,
+0600); nodes with a BMC get `harness_bmc` in the inventory (cluster-info `<node>_bmc=`),
+and `power()` goes through their BMC over real IPMI (module `bmc`).
 """
 
 from __future__ import annotations
