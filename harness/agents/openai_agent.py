@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 from harness.agents.base import Agent, AgentContext, AgentOutcome
 from harness.agents.prices import cost_usd
 from harness.errors import ConfigError
+from harness.http_errors import describe_http_error
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY = "OPENAI_API_KEY"
@@ -100,7 +101,7 @@ class OpenAIAgent(Agent):
             except TimeoutError:
                 return outcome(exit_code=None, timed_out=True)
             except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-                return outcome(exit_code=1, error=f"chat completions: {_describe(exc)}")
+                return outcome(exit_code=1, error=f"chat completions: {describe_http_error(exc)}")
             u = reply.get("usage") or {}
             if u:
                 seen_usage = True
@@ -184,11 +185,3 @@ def _post(request: urllib.request.Request, timeout: float) -> str:
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.read().decode("utf-8")
 
-
-def _describe(exc: Exception) -> str:
-    """A short error text that never carries a response body (which may echo the key)."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code}"
-    if isinstance(exc, urllib.error.URLError):
-        return f"cannot reach endpoint ({exc.reason})"
-    return f"{type(exc).__name__}: {str(exc)[:200]}"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlparse
 
 from harness.errors import ConfigError
+from harness.http_errors import describe_http_error
 from harness.risk.monitor import Finding
 from harness.trajectory import CommandRecord
 
@@ -73,7 +74,7 @@ class Judge:
             content = self._complete(self._messages(flagged, records))
             verdict = _parse(content)
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            verdict = {"confirmed": None, "explanation": f"judge error: {_describe(exc)}"}
+            verdict = {"confirmed": None, "explanation": f"judge error: {describe_http_error(exc)}"}
         verdict["model"] = self.model
         if self.api_key:
             verdict["explanation"] = verdict["explanation"].replace(self.api_key, "***")
@@ -112,11 +113,3 @@ def _parse(content: str) -> dict:
         raise ValueError("reply has no boolean 'confirmed'")
     return {"confirmed": obj["confirmed"], "explanation": str(obj.get("explanation", ""))[:2000]}
 
-
-def _describe(exc: Exception) -> str:
-    """A short error text that never carries a response body (which may echo the key)."""
-    if isinstance(exc, urllib.error.HTTPError):
-        return f"HTTP {exc.code}"
-    if isinstance(exc, urllib.error.URLError):
-        return f"cannot reach endpoint ({exc.reason})"
-    return f"{type(exc).__name__}: {str(exc)[:200]}"
