@@ -237,8 +237,28 @@ def _force_sha1(address: str, port: int) -> None:
         cls._hx_sha1 = True
 
 
-def client_power(cfg: dict, action: str) -> str:
-    """on/off/cycle/reset/status through the BMC over real IPMI; returns the power state."""
+def client_power(cfg: dict, action: str, timeout: float = 60.0) -> str:
+    """on/off/cycle/reset/status through the BMC over real IPMI; returns the power state.
+
+    The pyghmi client runs in a child process: its module-global session registry can make
+    a later login in a long-lived process wait forever, and a child can be timed out.
+    Credentials go through stdin, never the command line.
+    """
+    try:
+        proc = subprocess.run([sys.executable, "-m", MODULE, "power", "--action", action],
+                              input=json.dumps(cfg), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise SubstrateError("vm", f"IPMI power {action} via {cfg['address']}:{cfg['port']} "
+                             f"timed out after {timeout:.0f} s") from exc
+    if proc.returncode != 0:
+        lines = (proc.stderr or "IPMI client failed").strip().splitlines()
+        raise SubstrateError("vm", lines[-1] if lines else "IPMI client failed")
+    return proc.stdout.strip()
+
+
+def _client_power_here(cfg: dict, action: str) -> str:
+    """The IPMI call itself (in the child process of `client_power`)."""
     from pyghmi.ipmi import command
     from pyghmi.ipmi.private import session as ipmisession
 
@@ -265,7 +285,8 @@ def client_power(cfg: dict, action: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog=MODULE)
-    ap.add_argument("command", choices=["serve", "start", "stop"])
+    ap.add_argument("command", choices=["serve", "start", "stop", "power"])
+    ap.add_argument("--action", default="status")
     ap.add_argument("--name", default="")
     ap.add_argument("--campaign", default="-")
     ap.add_argument("--owner", default="0")
@@ -277,6 +298,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "serve":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         serve(json.loads(Path(args.config).read_text()), args.uri)
+    elif args.command == "power":
+        try:
+            print(_client_power_here(json.load(sys.stdin), args.action))
+        except SubstrateError as exc:
+            print(exc.message, file=sys.stderr)
+            sys.exit(1)
     elif args.command == "start":
         cfg = start(Path(args.trial_root), args.node, args.name, args.campaign,
                     int(args.owner), args.uri)
