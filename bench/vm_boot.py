@@ -15,26 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.agents import get_agent  # noqa: E402
-from harness.paths import TERRAFORM_MODULES  # noqa: E402
+from harness.errors import SubstrateError  # noqa: E402
 from harness.substrates import get_substrate  # noqa: E402
-from harness.substrates.libvirt import detect_domain_type, ssh  # noqa: E402
-from harness.substrates.libvirt.image import (  # noqa: E402
-    KERNEL_CMDLINE,
-    build_vm_image,
-    kernel_paths,
-)
+from harness.substrates.libvirt import detect_domain_type  # noqa: E402
+from harness.substrates.libvirt.baseline import raw_boot_to_ssh  # noqa: E402
 from harness.task import load_task  # noqa: E402
 from harness.trial import Trial, make_trial_id, run_async  # noqa: E402
 
@@ -80,46 +72,6 @@ def harness_to_agent(task_dir: Path, work: Path) -> tuple[float, dict]:
             {k: v["seconds"] for k, v in rec.timings.items()})
 
 
-def raw_boot_to_ssh(work: Path, timeout: float = 240.0) -> float:
-    base = build_vm_image(log=lambda _: None)
-    kernel, initrd = kernel_paths(base)
-    pub = ssh.ensure_key(work, "hx-raw-baseline")
-    env = {**os.environ, "HX_BASE": str(base), "HX_OVERLAY": str(work / "hx-raw.qcow2"),
-           "HX_SEED": str(work / "hx-raw-seed.img"), "HX_HOSTNAME": "raw",
-           "HX_HOSTS": "127.0.0.1\tlocalhost\n", "HX_CLUSTER_INFO": "",
-           "HX_AUTHORIZED_KEYS": pub}
-    subprocess.run([str(TERRAFORM_MODULES / "libvirt_trial" / "files" / "make-disks.sh")],
-                   env=env, check=True, capture_output=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    accel = "kvm" if detect_domain_type() == "kvm" else "tcg"
-    started = time.monotonic()
-    qemu = subprocess.Popen(
-        ["qemu-system-x86_64", "-machine", f"pc,accel={accel}", "-m", "1024", "-smp", "1",
-         "-kernel", str(kernel), "-initrd", str(initrd), "-append", KERNEL_CMDLINE,
-         "-drive", f"file={work / 'hx-raw.qcow2'},if=virtio,format=qcow2",
-         "-drive", f"file={work / 'hx-raw-seed.img'},if=virtio,format=raw",
-         "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
-         "-device", "virtio-net-pci,netdev=n0", "-display", "none",
-         "-serial", f"file:{work / 'console.log'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        argv = ssh.ssh_argv("127.0.0.1", ssh.key_path(work), connect_timeout=3)
-        while time.monotonic() - started < timeout:
-            probe = subprocess.run([*argv[:-1], "-p", str(port), argv[-1], "true"],
-                                   capture_output=True)
-            if probe.returncode == 0:
-                return time.monotonic() - started
-            if qemu.poll() is not None:
-                raise SystemExit(f"raw qemu exited: {qemu.stderr.read().decode()[-500:]}")
-            time.sleep(0.5)
-        raise SystemExit(f"raw qemu guest not reachable over SSH in {timeout:.0f}s")
-    finally:
-        qemu.kill()
-        qemu.wait()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", type=Path, help="a vm task (default: a generated minimal one)")
@@ -130,7 +82,11 @@ def main() -> None:
         work = Path(tmp)
         task_dir = args.task or minimal_task(work)
         for n in range(args.runs):
-            raw = raw_boot_to_ssh(work / f"raw{n}")
+            try:
+                raw = raw_boot_to_ssh(work / f"raw{n}", accel="kvm" if detect_domain_type()
+                                      == "kvm" else "tcg")
+            except SubstrateError as exc:
+                raise SystemExit(exc.message) from exc
             harness, timings = harness_to_agent(task_dir, work)
             rows.append((raw, harness))
             print(f"run {n + 1}: raw qemu boot->ssh {raw:6.1f}s   harness apply->agent "

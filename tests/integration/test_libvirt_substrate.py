@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -23,12 +21,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import PreflightError
-from harness.paths import TERRAFORM_MODULES
 from harness.substrates.base import Node, TrialSpec
 from harness.terraform import render_root, terraform_bin, terraform_env
 
 REPO = Path(__file__).resolve().parents[2]
-MAKE_DISKS = TERRAFORM_MODULES / "libvirt_trial" / "files" / "make-disks.sh"
 SSH_TIMEOUT = 180.0
 TIMINGS: dict[str, float] = {}
 
@@ -187,54 +183,12 @@ async def _exercise(sub, node: Node, spec: TrialSpec, started: float) -> None:
     assert after.strip() and after != before
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_raw_qemu_baseline_boot_to_ssh(substrate, tmp_path):
     """The same kernel, initrd, overlay and seed disk, booted by qemu-system-x86_64 alone."""
-    from harness.substrates.libvirt import ssh
-    from harness.substrates.libvirt.image import KERNEL_CMDLINE, build_vm_image, kernel_paths
+    from harness.substrates.libvirt.baseline import raw_boot_to_ssh
 
-    base = build_vm_image(log=lambda _: None)
-    kernel, initrd = kernel_paths(base)
-    pub = ssh.ensure_key(tmp_path, "hx-raw-baseline")
-    env = {**os.environ, "HX_BASE": str(base), "HX_OVERLAY": str(tmp_path / "hx-raw.qcow2"),
-           "HX_SEED": str(tmp_path / "hx-raw-seed.img"), "HX_HOSTNAME": "raw",
-           "HX_HOSTS": "127.0.0.1\tlocalhost\n", "HX_CLUSTER_INFO": "",
-           "HX_AUTHORIZED_KEYS": pub}
-    subprocess.run([str(MAKE_DISKS)], env=env, check=True, capture_output=True)
-    port = _free_port()
-    started = time.monotonic()
-    qemu = subprocess.Popen(
-        ["qemu-system-x86_64", "-machine", "pc,accel=tcg", "-m", "1024", "-smp", "1",
-         "-kernel", str(kernel), "-initrd", str(initrd),
-         "-append", KERNEL_CMDLINE,
-         "-drive", f"file={tmp_path / 'hx-raw.qcow2'},if=virtio,format=qcow2",
-         "-drive", f"file={tmp_path / 'hx-raw-seed.img'},if=virtio,format=raw",
-         "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
-         "-device", "virtio-net-pci,netdev=n0", "-display", "none",
-         "-serial", f"file:{tmp_path / 'console.log'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        key = ssh.key_path(tmp_path)
-        deadline = started + SSH_TIMEOUT
-        while time.monotonic() < deadline:
-            argv = ssh.ssh_argv("127.0.0.1", key)
-            probe = subprocess.run([*argv[:-1], "-p", str(port), argv[-1], "true"],
-                                   capture_output=True, timeout=30)
-            if probe.returncode == 0:
-                break
-            assert qemu.poll() is None, qemu.stderr.read().decode()
-            time.sleep(1)
-        else:
-            pytest.fail(f"raw qemu guest not reachable over SSH in {SSH_TIMEOUT}s")
-        TIMINGS["raw_qemu_boot_to_ssh_sec"] = time.monotonic() - started
-    finally:
-        qemu.kill()
-        qemu.wait()
+    TIMINGS["raw_qemu_boot_to_ssh_sec"] = raw_boot_to_ssh(tmp_path, accel="tcg",
+                                                          timeout=SSH_TIMEOUT)
     _report()
 
 
