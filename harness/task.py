@@ -57,6 +57,16 @@ class NodeSpec(_Section):
     storage_mb: int | None = Field(default=None, gt=0)
     roles: list[str] = Field(default_factory=list)
     bmc: bool = False
+    data_disks: list[int] = Field(default_factory=list,
+                                  description="Extra blank disks (VM only), sizes in MB; the "
+                                              "node sees them as /dev/vdc, /dev/vdd, ...")
+
+    @field_validator("data_disks")
+    @classmethod
+    def _disk_sizes(cls, v: list[int]) -> list[int]:
+        if len(v) > 8 or any(not 1 <= mb <= 65536 for mb in v):
+            raise ValueError(f"{v!r}: at most 8 data disks of 1-65536 MB each")
+        return v
 
     @field_validator("name")
     @classmethod
@@ -260,6 +270,11 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
             and not env.base_image:
         problems.append(f"{root / 'environment' / 'Dockerfile'}: missing (a docker task needs "
                         "environment/Dockerfile or environment.base_image)")
+    disks = [n.name for n in env.nodes if n.data_disks]
+    if disks and env.type not in ("vm", "vm-cluster"):
+        problems.append(f"{toml_path}: environment.nodes.data_disks: set on {disks}, but only "
+                        "the vm and vm-cluster types have block devices (type is "
+                        f"{env.type!r})")
     if env.network:
         import ipaddress
 

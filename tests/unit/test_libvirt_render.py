@@ -24,6 +24,7 @@ class FakeNode:
     name: str
     cpus: int | None = None
     memory_mb: int | None = None
+    data_disks: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -78,12 +79,14 @@ def test_trial_subnet_is_stable_and_skips_taken():
 
 
 def test_terraform_vars(substrate, tmp_path):
-    task = FakeTask(nodes=[FakeNode("db", cpus=2, memory_mb=2048), FakeNode("web")])
+    task = FakeTask(nodes=[FakeNode("db", cpus=2, memory_mb=2048, data_disks=[64, 32]),
+                           FakeNode("web")])
     tf = substrate.terraform_vars(spec(tmp_path, task))
     assert tf["trial_id"] == "t-0001"
     assert tf["bridge_name"] == naming.bridge_name("t-0001")
     assert tf["domain_type"] == "qemu"
-    assert tf["nodes"] == [{"name": "db", "vcpu": 2, "memory_mb": 2048},
+    assert tf["nodes"] == [{"name": "db", "vcpu": 2, "memory_mb": 2048,
+                            "data_disks_mb": [64, 32]},
                            {"name": "web", "vcpu": 1, "memory_mb": 1024}]
     assert tf["base_image"] == str(tmp_path / "img" / "disk.qcow2")
     assert tf["kernel"] == str(tmp_path / "img" / "vmlinuz")

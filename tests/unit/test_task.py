@@ -107,6 +107,10 @@ BAD = [
     ("negative-timeout", "[agent]\ntimeout_sec = -1", {}, "agent.timeout_sec"),
     ("unknown-gate-key", "[gates]\nlive = { duration = 5 }", {}, "gates.live"),
     ("cluster-one-node", "[environment]\ntype = 'vm-cluster'", {}, "at least 2"),
+    ("data-disks-on-docker", "[[environment.nodes]]\nname = 'n'\ndata_disks = [64]", {},
+     "only the vm and vm-cluster types have block devices"),
+    ("data-disk-too-big", "[[environment.nodes]]\nname = 'n'\ndata_disks = [0]", {},
+     "at most 8 data disks of 1-65536 MB"),
     ("reboot-unknown-node", "[gates]\ndurability = { reboot = ['node7'] }", {},
      "unknown nodes ['node7']"),
 ]

@@ -21,6 +21,7 @@ and `power()` goes through their BMC over real IPMI (module `bmc`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -109,7 +110,9 @@ class LibvirtSubstrate(Substrate):
         if not task_nodes:
             return [{"name": "node1", **clamp(spec, "node1", cpus, memory)}]
         return [{"name": n.name, **clamp(spec, n.name, getattr(n, "cpus", None) or cpus,
-                                         getattr(n, "memory_mb", None) or memory)}
+                                         getattr(n, "memory_mb", None) or memory),
+                 **({"data_disks_mb": list(n.data_disks)} if getattr(n, "data_disks", None)
+                    else {})}
                 for n in task_nodes]
 
     def _cidr(self, spec: TrialSpec) -> str:

@@ -14,6 +14,7 @@ locals {
       domain      = "${local.prefix}-${n.name}"
       overlay     = "${var.disk_dir}/${local.prefix}-${n.name}.qcow2"
       seed        = "${var.disk_dir}/${local.prefix}-${n.name}-seed.img"
+      data        = [for j, mb in n.data_disks_mb : { path = "${var.disk_dir}/${local.prefix}-${n.name}-data${j}.qcow2", mb = mb }]
       console_log = "${var.console_log_dir}/${local.prefix}-${n.name}-console.log"
     }
   }
@@ -56,8 +57,9 @@ resource "terraform_data" "disks" {
   input = {
     overlay = each.value.overlay
     seed    = each.value.seed
+    data    = [for d in each.value.data : d.path]
   }
-  triggers_replace = [var.base_image, var.ssh_public_key, local.hosts_file]
+  triggers_replace = [var.base_image, var.ssh_public_key, local.hosts_file, each.value.data]
 
   provisioner "local-exec" {
     command = "${path.module}/files/make-disks.sh"
@@ -71,12 +73,13 @@ resource "terraform_data" "disks" {
       HX_AUTHORIZED_KEYS = var.ssh_public_key
       HX_URI             = var.libvirt_uri
       HX_POOL            = libvirt_pool.this.name
+      HX_DATA            = join("", [for d in each.value.data : "${d.path} ${d.mb}\n"])
     }
   }
 
   provisioner "local-exec" {
     when    = destroy
-    command = "rm -f '${self.input.overlay}' '${self.input.seed}'"
+    command = "rm -f '${join("' '", concat([self.input.overlay, self.input.seed], self.input.data))}'"
   }
 }
 
@@ -107,6 +110,13 @@ resource "libvirt_domain" "this" {
 
   disk {
     volume_id = terraform_data.disks[each.key].output.seed
+  }
+
+  dynamic "disk" {
+    for_each = terraform_data.disks[each.key].output.data
+    content {
+      volume_id = disk.value
+    }
   }
 
   network_interface {

@@ -80,7 +80,7 @@ variable "kernel_cmdline" {
 }
 
 variable "disk_dir" {
-  description = "Absolute directory (in the trial dir) of the trial's storage pool: per-node overlays and seed disks only."
+  description = "Absolute directory (in the trial dir) of the trial's storage pool: per-node overlays, seed and data disks only."
   type        = string
 }
 
@@ -95,13 +95,14 @@ variable "ssh_public_key" {
 }
 
 variable "nodes" {
-  description = "Nodes by name, in order (the first is the primary). ip and mac default to cidrhost(cidr, 10 + index) and a MAC derived from the trial and node."
+  description = "Nodes by name, in order (the first is the primary). ip and mac default to cidrhost(cidr, 10 + index) and a MAC derived from the trial and node; data_disks_mb adds blank qcow2 data disks (vdc, vdd, ...) of those sizes."
   type = list(object({
-    name      = string
-    vcpu      = optional(number, 1)
-    memory_mb = optional(number, 1024)
-    ip        = optional(string)
-    mac       = optional(string)
+    name          = string
+    vcpu          = optional(number, 1)
+    memory_mb     = optional(number, 1024)
+    ip            = optional(string)
+    mac           = optional(string)
+    data_disks_mb = optional(list(number), [])
   }))
 
   validation {

@@ -1,12 +1,18 @@
 #!/bin/sh
-# Make one node's disks: a qcow2 overlay on the cached base image and a tiny ext4 seed
-# disk (label HXSEED) that the image's harness-seed.service applies at boot; then let the
-# trial's storage pool see both (the provider finds domain disks through the pool).
+# Make one node's disks: a qcow2 overlay on the cached base image, a tiny ext4 seed
+# disk (label HXSEED) that the image's harness-seed.service applies at boot, and blank
+# qcow2 data disks ("path size_mb" lines in HX_DATA); then let the trial's storage pool
+# see them (the provider finds domain disks through the pool).
 set -eu
 mkdir -p "$(dirname "$HX_OVERLAY")"
 rm -f "$HX_OVERLAY" "$HX_SEED"
 truncate -s 4M "$HX_SEED"
 qemu-img create -q -f qcow2 -F qcow2 -b "$HX_BASE" "$HX_OVERLAY"
+printf '%s' "${HX_DATA:-}" | while read -r path mb; do
+    [ -n "$path" ] || continue
+    rm -f "$path"
+    qemu-img create -q -f qcow2 "$path" "${mb}M"
+done
 seed=$(mktemp -d)
 trap 'rm -rf "$seed"' EXIT
 printf '%s\n' "$HX_AUTHORIZED_KEYS" > "$seed/authorized_keys"
