@@ -3,7 +3,8 @@
 `roles/fi_common/files/sweep.sh` runs every heal script recorded on the node
 (`/var/lib/harness/faults/<id>/heal.sh`, newest first), then removes whatever the harness
 owns by name; in `list` mode it only reports. `gc_faults` finds the live nodes of crashed
-or killed trials (Docker: running containers by label) and runs it there before their
+or killed trials (`Substrate.live_nodes`: Docker containers by label, libvirt running
+domains through their trial directories) and runs it there before their
 resources are removed. `kept_environment` rebuilds a TrialEnvironment from a trial
 directory (trial.json + inventory.yml), for `harness fault` on a trial run with `--keep`.
 """
@@ -48,32 +49,12 @@ class _Bare:
         self.substrate, self.nodes = substrate, nodes
 
 
-def live_nodes(substrate, campaign: str | None, trial: str | None) -> dict[str, list[Node]]:
-    """Running nodes of the matching trials, by trial id (Docker: containers by label).
-
-    Substrates without a way to list live nodes yet (libvirt) return nothing here; their
-    trials are healed through `harness fault heal` or their own teardown.
-    """
-    if substrate.name != "docker":
-        return {}
-    from harness.substrates.docker import LABEL_CAMPAIGN, LABEL_TRIAL
-
-    label = (f"{LABEL_TRIAL}={trial}" if trial else f"{LABEL_CAMPAIGN}={campaign}" if campaign
-             else LABEL_TRIAL)
-    out: dict[str, list[Node]] = {}
-    for c in substrate.client.containers.list(filters={"label": label}):
-        labels = c.labels or {}
-        node = Node(name=labels.get("harness.node", c.name), host=c.name, cluster_ip="")
-        out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)
-    return out
-
-
 def gc_faults(substrate, campaign: str | None = None, trial: str | None = None,
               dry_run: bool = False) -> tuple[list[str], list[str]]:
     """(found, healed) report lines for faults and owned artifacts on live nodes."""
     found: list[str] = []
     healed: list[str] = []
-    for trial_id, nodes in live_nodes(substrate, campaign, trial).items():
+    for trial_id, nodes in substrate.live_nodes(campaign, trial).items():
         env = _Bare(substrate, nodes)
         listed = asyncio.run(sweep_nodes(env, "list"))
         for node, lines in listed.items():

@@ -105,3 +105,9 @@ class Substrate(ABC):
     def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
         """What `sweep` would remove, without removing it."""
         return []
+
+    def live_nodes(self, campaign: str | None = None, trial: str | None = None
+                   ) -> dict[str, list[Node]]:
+        """Running nodes of matching trials by trial id, reachable through `exec` (gc uses
+        them to heal faults from the node-side ledgers before removing the trials)."""
+        return {}

@@ -10,26 +10,26 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-from harness.agents import get_agent
 from harness.faults import CATALOG
-from harness.faults.ledger import EventLog
-from harness.faults.session import FaultSession
-from harness.faults.sweep import kept_environment
-from harness.substrates import get_substrate
-from harness.task import load_task
-from harness.trial import Trial, make_trial_id
+from harness.trial import make_trial_id
 from tests.conftest import docker_ready, labeled
+from tests.integration.faultcheck import (
+    REPO,
+    cli,
+    inject_verify_heal_twice,
+    kept_trial,
+    on_node,
+    session,
+    write_task,
+)
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
 
-REPO = Path(__file__).resolve().parents[2]
 CAMPAIGN = "faults-it"
 FIXTURE = {
     "task.toml": """
@@ -96,49 +96,12 @@ CASES = [  # power faults last: a power cycle resets node2's tmpfs mounts
     ("power_off", "node2", {}),
     ("power_cycle", "node2", {}),
 ]
-VM_ONLY = sorted(n for n, s in CATALOG.items() if "docker" not in s.substrates)
-
-
-def write_task(dest: Path, extra: dict[str, str] | None = None) -> Path:
-    for rel, text in {**FIXTURE, **(extra or {})}.items():
-        path = dest / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return dest
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
-                          text=True, cwd=REPO, timeout=600)
-
-
 
 
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
     """A kept 3-node trial of the fixture task (removed with `harness gc --trial`)."""
-    root = tmp_path_factory.mktemp("faults")
-    task = load_task(write_task(root / "task"))
-    trial_id = make_trial_id(task.name, "nop", 1)
-    trial = Trial(task=task, agent=get_agent("nop"), substrate=get_substrate("docker"),
-                  root=root / "trials" / trial_id, trial_id=trial_id, campaign=CAMPAIGN,
-                  keep=True)
-    rec = asyncio.run(trial.run())
-    try:
-        assert rec.status == "passed", rec.error
-        yield trial.paths.root
-    finally:
-        cli("gc", "--trial", trial_id)
-        assert labeled(trial_id) == []
-
-
-def session(trial_dir: Path) -> FaultSession:
-    env, _ = kept_environment(trial_dir)
-    return FaultSession(env, EventLog(env.paths), seed=11)
-
-
-async def on_node(s: FaultSession, node: str, cmd: str):
-    return await s.env.exec(cmd, timeout=30, node=s.env.node(node), record=False)
+    yield from kept_trial(tmp_path_factory.mktemp("faults"), FIXTURE, "docker", CAMPAIGN)
 
 
 def test_every_docker_fault_is_covered():
@@ -148,28 +111,7 @@ def test_every_docker_fault_is_covered():
 
 @pytest.mark.parametrize("fault,targets,params", CASES, ids=[c[0] for c in CASES])
 def test_inject_verify_heal_and_heal_again(kept, fault, targets, params):
-    async def go():
-        s = session(kept)
-        rec = await s.inject(fault, targets, params)
-        assert rec.hosts and rec.states == dict.fromkeys(rec.hosts, "injected")
-        if CATALOG[fault].role:
-            for host in rec.hosts:
-                res = await on_node(s, host, f"test -f /run/harness/faults/{rec.id}.json && "
-                                             f"test -f /var/lib/harness/faults/{rec.id}/heal.sh")
-                assert res.ok, f"node-side ledger missing on {host}"
-            assert (await s.remaining()).keys() == set(rec.hosts)
-        changed = await s.heal(rec)
-        assert rec.states == dict.fromkeys(rec.hosts, "healed")
-        assert any(changed.values()) or fault == "power_cycle"
-        again = await s.heal(rec)
-        assert not any(again.values()), "a second heal must undo nothing"
-        assert rec.states == dict.fromkeys(rec.hosts, "healed")
-        assert await s.remaining() == {}
-        ops = [json.loads(x)["op"] for x in s.ledger.path.read_text().splitlines()
-               if json.loads(x).get("id", json.loads(x).get("record", {}).get("id")) == rec.id]
-        assert ops == ["inject", "injected", "healed", "healed"]
-
-    asyncio.run(go())
+    asyncio.run(inject_verify_heal_twice(kept, fault, targets, params))
 
 
 def test_partition_cuts_traffic_and_heal_restores_it(kept):
@@ -239,13 +181,6 @@ def test_cli_refuses_bad_input_with_the_valid_choices(kept, args, message):
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.libvirt
-@pytest.mark.parametrize("fault", VM_ONLY)
-def test_vm_only_fault_on_a_vm(fault):
-    pytest.skip("the VM substrate has not landed yet: the VM-only faults' rendering is "
-                "covered by tests/unit/test_faults_render.py until it does")
-
-
 KILL9_SCENARIO = """
 completion: SCENARIO_DRIVEN
 timeline:
@@ -273,7 +208,7 @@ asyncio.run(Trial(task=task, agent=get_agent("nop"), substrate=get_substrate("do
 
 
 def test_gc_heals_from_the_node_ledgers_after_kill_9(tmp_path):
-    task_dir = write_task(tmp_path / "task", {"scenario.yml": KILL9_SCENARIO})
+    task_dir = write_task(tmp_path / "task", {**FIXTURE, "scenario.yml": KILL9_SCENARIO})
     trial_id = make_trial_id("faults-kill9", "nop", 1)
     root = tmp_path / "trials" / trial_id
     proc = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(task_dir), str(root),
@@ -309,7 +244,7 @@ def test_gc_heals_from_the_node_ledgers_after_kill_9(tmp_path):
 
 
 def test_sigterm_heals_then_tears_down(tmp_path):
-    task_dir = write_task(tmp_path / "task", {"scenario.yml": KILL9_SCENARIO})
+    task_dir = write_task(tmp_path / "task", {**FIXTURE, "scenario.yml": KILL9_SCENARIO})
     trial_id = make_trial_id("faults-sigterm", "nop", 1)
     root = tmp_path / "trials" / trial_id
     proc = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(task_dir), str(root),

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
 from tests.conftest import SEED, docker_ready, labeled
+from tests.integration.faultcheck import write_task
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
@@ -93,14 +93,6 @@ class SloppyAgent(Agent):
     async def run(self, instruction, env, ctx):
         await env.exec("echo good > /run/hxdemo/status", timeout=30)
         return AgentOutcome()
-
-
-def write_task(dest: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = dest / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip())
-    return dest
 
 
 def make_trial(task_dir: Path, agent, tmp_path: Path) -> Trial:

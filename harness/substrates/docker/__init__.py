@@ -169,6 +169,15 @@ class DockerSubstrate(Substrate):
     async def reboot(self, node: Node) -> None:
         await self.power(node, "reset")
 
+    def live_nodes(self, campaign: str | None = None, trial: str | None = None
+                   ) -> dict[str, list[Node]]:
+        out: dict[str, list[Node]] = {}
+        for c in self.client.containers.list(filters=self._filters(campaign, trial)):
+            labels = c.labels or {}
+            node = Node(name=labels.get("harness.node", c.name), host=c.name, cluster_ip="")
+            out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)
+        return out
+
     def _filters(self, campaign: str | None, trial: str | None) -> dict:
         if trial:
             return {"label": f"{LABEL_TRIAL}={trial}"}

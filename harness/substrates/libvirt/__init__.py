@@ -264,6 +264,19 @@ class LibvirtSubstrate(Substrate):
         return (host.leftovers(self.uri, campaign, trial, remove=False)
                 + bmc.leftovers(campaign, trial, remove=False))
 
+    def live_nodes(self, campaign: str | None = None, trial: str | None = None
+                   ) -> dict[str, list[Node]]:
+        """Nodes of running trial domains, from each trial directory's inventory (its
+        addresses and per-trial SSH key); a trial whose directory is gone is skipped."""
+        from harness.faults.sweep import kept_environment
+
+        out: dict[str, list[Node]] = {}
+        name = naming.trial_name(trial) if trial else None
+        for trial_name, root in host.running_trial_roots(self.uri, campaign, name).items():
+            with contextlib.suppress(Exception):
+                out[trial_name] = kept_environment(root)[0].nodes
+        return out
+
     def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
         return (host.leftovers(self.uri, campaign, trial, remove=True)
                 + bmc.leftovers(campaign, trial, remove=True))

@@ -126,6 +126,38 @@ def _trial_prefixes(conn, campaign: str | None, trial: str | None
     return sorted(p for p, f in trials.items() if f.get("campaign") == campaign), live
 
 
+def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None = None
+                        ) -> dict[str, Path]:
+    """Trial name -> trial directory of the running domains a sweep may touch.
+
+    The directory is found from the domain's overlay disk (`<root>/vm/disks/hx-...qcow2`);
+    the same live-owner rule as `leftovers` applies.
+    """
+    import libvirt
+
+    conn = connect(uri)
+    roots: dict[str, Path] = {}
+    try:
+        prefixes, live = _trial_prefixes(conn, campaign, trial)
+        for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
+            name = dom.name()
+            if (not name.startswith(PREFIX) or _matches(name, live)
+                    or (prefixes is not None and not _matches(name, prefixes))):
+                continue
+            desc = ""
+            with contextlib.suppress(Exception):
+                desc = dom.metadata(0, None)
+            trial_name = dict(re.findall(r"(\w+)=(\S*)", desc or "")).get("trial")
+            for disk in _domain_disks(conn, dom):
+                path = Path(disk)
+                if trial_name and path.parent.name == "disks" and path.parent.parent.name == "vm":
+                    roots.setdefault(trial_name, path.parent.parent.parent)
+                    break
+    finally:
+        conn.close()
+    return roots
+
+
 def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
               remove: bool = False) -> list[str]:
     """Domains, networks, pools, volumes, disks and bridges named `hx-...` (or one trial's)."""

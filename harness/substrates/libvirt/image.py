@@ -41,7 +41,7 @@ PACKAGES = (
     "systemd", "systemd-sysv", "udev", "dbus", "kmod", "openssh-server", "python3",
     "iproute2", "iputils-ping", "nftables", "chrony", "ipmitool", "sudo", "procps", "curl",
     "ca-certificates", "netbase", "less", "snoopy", "linux-image-amd64", "mdadm", "lvm2",
-    "dmsetup",
+    "dmsetup", "openssl",
 )
 # MODULES=list: only what mounts the root disk (and the NIC); MODULES=most makes a 39 MB
 # initrd whose unpacking and coldplug cost ~13 s of every boot under TCG (10 MB with this).

@@ -1,0 +1,86 @@
+"""What the docker and VM fault tests share: writing a fixture task, the CLI in a
+subprocess, a FaultSession on a kept trial, and the inject/verify/heal/heal-again cycle."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from harness.agents import get_agent
+from harness.faults import CATALOG
+from harness.faults.ledger import EventLog
+from harness.faults.session import FaultSession
+from harness.faults.sweep import kept_environment
+from harness.substrates import get_substrate
+from harness.task import load_task
+from harness.trial import Trial, make_trial_id
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_task(dest: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    return dest
+
+
+def kept_trial(root: Path, files: dict[str, str], substrate: str, campaign: str):
+    """Run a nop trial of the fixture task with --keep; yield its directory, then remove it
+    with `harness gc --trial` and check that nothing of it remains (a fixture body)."""
+    task = load_task(write_task(root / "task", files))
+    trial_id = make_trial_id(task.name, "nop", 1)
+    sub = get_substrate(substrate)
+    trial = Trial(task=task, agent=get_agent("nop"), substrate=sub,
+                  root=root / "trials" / trial_id, trial_id=trial_id, campaign=campaign,
+                  keep=True)
+    rec = asyncio.run(trial.run())
+    try:
+        assert rec.status == "passed", rec.error
+        yield trial.paths.root
+    finally:
+        cli("gc", "--trial", trial_id)
+        assert sub.leftovers(trial=trial_id) == []
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=timeout)
+
+
+def session(trial_dir: Path) -> FaultSession:
+    env, _ = kept_environment(trial_dir)
+    return FaultSession(env, EventLog(env.paths), seed=11)
+
+
+async def on_node(s: FaultSession, node: str, cmd: str, timeout: float = 30):
+    return await s.env.exec(cmd, timeout=timeout, node=s.env.node(node), record=False)
+
+
+async def inject_verify_heal_twice(kept: Path, fault: str, targets, params: dict) -> None:
+    """inject -> verified injected (ledgers on the nodes) -> heal -> verified healed -> a
+    second heal undoes nothing; nothing owned remains and the ledger tells the story."""
+    s = session(kept)
+    rec = await s.inject(fault, targets, params)
+    assert rec.hosts and rec.states == dict.fromkeys(rec.hosts, "injected"), rec.states
+    if CATALOG[fault].role:
+        for host in rec.hosts:
+            res = await on_node(s, host, f"test -f /run/harness/faults/{rec.id}.json && "
+                                         f"test -f /var/lib/harness/faults/{rec.id}/heal.sh")
+            assert res.ok, f"node-side ledger missing on {host}"
+        assert (await s.remaining()).keys() == set(rec.hosts)
+    changed = await s.heal(rec)
+    assert rec.states == dict.fromkeys(rec.hosts, "healed"), rec.states
+    assert any(changed.values()) or fault == "power_cycle"
+    again = await s.heal(rec)
+    assert not any(again.values()), "a second heal must undo nothing"
+    assert rec.states == dict.fromkeys(rec.hosts, "healed")
+    assert await s.remaining() == {}
+    ops = [json.loads(x)["op"] for x in s.ledger.path.read_text().splitlines()
+           if json.loads(x).get("id", json.loads(x).get("record", {}).get("id")) == rec.id]
+    assert ops == ["inject", "injected", "healed", "healed"]
