@@ -9,6 +9,11 @@
 # tag of the old module path is built (old schema: libvirt_volume/network/domain).
 # The module is downloaded, copied out of the read-only module cache and built in place
 # so that its own go.mod replace directives apply.
+#
+# One local patch on 0.7.6 (recorded in the mirror as PATCHED.txt): every state wait
+# (network, pool, volume, domain; create and delete) starts after a hard-coded 5 s delay
+# and polls at least every 3 s (libvirt/timeout.go), which adds 5-10 s to every VM trial's
+# apply and destroy; they are set to 100 ms / 200 ms.
 set -euo pipefail
 
 HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
@@ -17,7 +22,11 @@ V2_PSEUDO=${LIBVIRT_PROVIDER_V2_PSEUDO:-}
 V2_VERSION=${LIBVIRT_PROVIDER_V2_VERSION:-0.9.99}
 V1_VERSION=${LIBVIRT_PROVIDER_VERSION:-0.7.6}
 
-installed() { [[ -x "$MIRROR/$1/linux_amd64/terraform-provider-libvirt_v$1" ]]; }
+V1_PATCH_ID="state-wait-100ms-v1"
+installed() {
+  [[ -x "$MIRROR/$1/linux_amd64/terraform-provider-libvirt_v$1" ]] || return 1
+  [[ "$1" != "$V1_VERSION" || "$(cat "$MIRROR/$1/linux_amd64/PATCHED.txt" 2>/dev/null)" == "$V1_PATCH_ID" ]]
+}
 
 skip() { echo "provider dmacvicar/libvirt $1 already in the mirror ($MIRROR/$1)"; exit 0; }
 if [[ -n "$V2_PSEUDO" ]]; then
@@ -46,12 +55,21 @@ build() {
   echo "building dmacvicar/libvirt $version with $(go version | cut -d' ' -f3); takes minutes"
   mkdir -p "$dest"
   # the 0.9 tree does not ship its generated schema code (internal/generated): generate it
+  if [[ "$version" == "$V1_VERSION" ]]; then
+    sed -i -E -e 's/^(\s*resourceStateDelay\s*=\s*).*/\1100 * time.Millisecond/' \
+      -e 's/^(\s*resourceStateMinTimeout\s*=\s*).*/\1200 * time.Millisecond/' \
+      "$work/src-$version/libvirt/timeout.go"
+    grep -cE 'resourceState(Delay|MinTimeout)\s*=\s*[12]00 \* time.Millisecond' \
+      "$work/src-$version/libvirt/timeout.go" | grep -qx 2 \
+      || { echo "patch did not apply: the provider source changed" >&2; return 1; }
+  fi
   if [[ -d "$work/src-$version/internal/codegen" ]]; then
     (cd "$work/src-$version" && nice -n 15 go generate ./...)
   fi
   (cd "$work/src-$version" && nice -n 15 go build -trimpath \
     -ldflags "-s -w -X main.version=$version" -o "$dest/terraform-provider-libvirt_v$version.tmp" .)
   mv "$dest/terraform-provider-libvirt_v$version.tmp" "$dest/terraform-provider-libvirt_v$version"
+  if [[ "$version" == "$V1_VERSION" ]]; then echo "$V1_PATCH_ID" > "$dest/PATCHED.txt"; fi
   echo "installed $dest/terraform-provider-libvirt_v$version"
 }
 
