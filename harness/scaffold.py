@@ -70,8 +70,11 @@ def new_task(name: str, kind: str, parent: Path) -> Path:
     if kind == "docker":
         (root / "environment" / "Dockerfile").write_text("FROM debian:bookworm\n")
     else:
-        (root / "environment" / "setup.sh").write_text("#!/bin/bash\n# Runs once per image.\n")
-        (root / "environment" / "bootstrap.sh").write_text("#!/bin/bash\n# Runs per trial.\n")
+        (root / "environment" / "setup.sh").write_text(
+            "#!/bin/bash\n# Runs once per (base image, task); the result is cached as this "
+            "task's image.\n# Install packages and write configuration here.\nset -euo pipefail\n")
+        (root / "environment" / "bootstrap.sh").write_text(
+            "#!/bin/bash\n# Runs on every node of every trial, after the nodes boot.\n")
     for rel, text in (("tests/test.sh", _TEST), ("solution/solve.sh", _SOLVE)):
         (root / rel).write_text(text)
         (root / rel).chmod(0o755)

@@ -113,3 +113,43 @@ def test_ipmi_power_recovery_bmc_from_node0(tmp_path):
 
     assert asyncio.run(scenario()) == []
     assert_clean(sub, trial_id, trial.root)
+
+
+SETUP_TASK = {
+    "task.toml": 'version = "1.0"\n[task]\nname = "vm-setup-cache"\n[agent]\ntimeout_sec = 60\n'
+                 '[verifier]\ntimeout_sec = 60\n[environment]\ntype = "vm"\nmemory_mb = 512\n',
+    "instruction.md": "Nothing to do.\n",
+    "environment/setup.sh": "set -eu\necho built >> /var/lib/hx-setup-runs\n"
+                            "install -m 644 motd.txt /etc/hx-motd\n",
+    "environment/motd.txt": "from setup\n",
+    "environment/bootstrap.sh": "echo booted >> /var/lib/hx-bootstrap-runs\n",
+    "tests/test.sh": "#!/bin/bash\nok=0\n"
+                     "[ \"$(cat /var/lib/hx-setup-runs)\" = built ] && ok=$((ok + 1))\n"
+                     "grep -qx 'from setup' /etc/hx-motd && ok=$((ok + 1))\n"
+                     "[ \"$(cat /var/lib/hx-bootstrap-runs)\" = booted ] && ok=$((ok + 1))\n"
+                     "awk -v ok=$ok 'BEGIN {printf \"%.2f\\n\", ok / 3}' "
+                     "> /logs/verifier/reward.txt\n",
+}
+
+
+def test_setup_sh_runs_once_into_a_cached_task_image(tmp_path):
+    task_dir = tmp_path / "vm-setup-cache"
+    for rel, text in SETUP_TASK.items():
+        (task_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (task_dir / rel).write_text(text)
+    task = load_task(task_dir)
+    sub = get_substrate("vm")
+    trial_id = make_trial_id(task.name, "nop", 1)
+    trial = Trial(task=task, agent=get_agent("nop"), substrate=sub,
+                  root=tmp_path / "trials" / trial_id, trial_id=trial_id, campaign="vm-pytest")
+    rec = asyncio.run(trial.run())
+    assert rec.status == "passed" and rec.reward == 1.0, (rec.error, rec.checks)
+    image = Path(trial.spec.image)
+    assert image.name == "disk.qcow2" and image.parent.name.startswith("vm-task-vm-setup-cache-")
+    built = (image.parent / "build.json").stat().st_mtime_ns
+    from harness.substrates.base import TrialSpec
+
+    again = sub.prepare(TrialSpec("t-again", "vm-pytest", task, tmp_path / "again"))
+    assert again == str(image) and (image.parent / "build.json").stat().st_mtime_ns == built
+    assert rec.leaks == []
+    assert_clean(sub, trial_id, trial.root)

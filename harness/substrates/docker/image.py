@@ -3,6 +3,9 @@
 Foreign `FROM` lines (ubuntu:24.04, debian:bookworm, ...) are mapped to local bases through
 `Settings.image_overrides`; no registry is contacted for them. An image is tagged
 `hx-task/<task>:<content hash>` and reused while the task's environment/ is unchanged.
+A task's `environment/setup.sh` runs once per (base image, task) as the build's last step
+(`RUN bash setup.sh`, so it is cached with the image; no systemd runs during a build:
+enable units there, start them in bootstrap.sh); bootstrap.sh runs every trial.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from harness.images import DOCKER_BASE
 
 _BUILD_LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
+SETUP_STEP = ("\nCOPY setup.sh /tmp/harness-setup.sh\n"
+              "RUN bash /tmp/harness-setup.sh && rm -f /tmp/harness-setup.sh\n")
 FROM_RE = re.compile(r"^(\s*FROM\s+)(?:--platform=\S+\s+)?(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 
 
@@ -65,6 +70,8 @@ def image_tag(client, task, settings: Settings) -> tuple[str, bytes, Path | None
     base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
     dockerfile = task.dockerfile
     text = rewrite_from(dockerfile.read_text(), settings) if dockerfile else f"FROM {base}\n"
+    if task.env_file("setup.sh") is not None:
+        text = text.rstrip("\n") + SETUP_STEP
     tar_bytes, digest = context_tar(task.path / "environment", text)
     for ref in re.findall(r"^\s*FROM\s+(\S+)", text, re.IGNORECASE | re.MULTILINE):
         if ":" in ref or "/" in ref:

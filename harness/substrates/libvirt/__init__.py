@@ -90,7 +90,11 @@ class LibvirtSubstrate(Substrate):
         return TERRAFORM_MODULES / "libvirt_trial"
 
     def prepare(self, spec: TrialSpec, log=print) -> str:
-        return str(build_vm_image(log=log))
+        """The base image, or the task's cached image when it has environment/setup.sh."""
+        from harness.substrates.libvirt.task_image import task_image
+
+        base = build_vm_image(log=log)
+        return str(task_image(base, spec.task, log=log) if spec.task is not None else base)
 
     def domain_type(self) -> str:
         """kvm when a kernel really boots under KVM here, else qemu (TCG)."""
