@@ -101,6 +101,17 @@ class Substrate(ABC):
 
     async def reboot(self, node: Node) -> None:
         await self.power(node, "reset")
+        await self.wait_booted(node)
+
+    async def wait_booted(self, node: Node, timeout: float = 90.0) -> str:
+        """After a power cycle or reboot: wait until systemd (when it is PID 1) has finished
+        booting, so that what is checked next sees the node's services as boot left them;
+        returns systemd's state ("running", "degraded", ...; "" when unknown)."""
+        limit = max(1, int(timeout))
+        res = await self.exec(node, "[ \"$(cat /proc/1/comm)\" = systemd ] || exit 0; "
+                                    f"timeout {limit} systemctl is-system-running --wait || true",
+                              timeout=timeout + 15)
+        return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
 
     def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
         """What `sweep` would remove, without removing it."""

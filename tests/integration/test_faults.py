@@ -131,10 +131,10 @@ def test_partition_cuts_traffic_and_heal_restores_it(kept):
 def test_dead_man_switch_heals_without_the_controller(kept):
     async def go():
         s = session(kept)
-        rec = await s.inject("bandwidth", "all", {"rate": "5mbit"}, deadman_sec=2)
-        assert rec.deadman_sec == 2
+        rec = await s.inject("bandwidth", "all", {"rate": "5mbit"}, deadman_sec=8)
+        assert rec.deadman_sec == 8
         for host in rec.hosts:
-            for _ in range(30):
+            for _ in range(60):
                 res = await on_node(s, host, "tc qdisc show dev eth0 root; "
                                              f"ls /run/harness/faults/{rec.id}.json")
                 if " 48" not in res.stdout and res.exit_code != 0:

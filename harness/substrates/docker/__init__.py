@@ -167,7 +167,9 @@ class DockerSubstrate(Substrate):
         return await asyncio.to_thread(run)
 
     async def reboot(self, node: Node) -> None:
+        """Container restart; returns once systemd inside has finished booting."""
         await self.power(node, "reset")
+        await self.wait_booted(node)
 
     def live_nodes(self, campaign: str | None = None, trial: str | None = None
                    ) -> dict[str, list[Node]]:

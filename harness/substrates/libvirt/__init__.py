@@ -237,7 +237,8 @@ class LibvirtSubstrate(Substrate):
         return await asyncio.to_thread(host.power, self.uri, node.extra["domain"], action)
 
     async def reboot(self, node: Node) -> None:
-        """Guest reboot (ACPI), reset if the guest ignores it; returns once SSH is back.
+        """Guest reboot (ACPI), reset if the guest ignores it; returns once SSH is back and
+        systemd has finished booting.
 
         The guest must leave its current boot (new boot id or unreachable) within 60 s or
         it is reset; then it has `boot_timeout` seconds to answer with a new boot id.
@@ -249,6 +250,7 @@ class LibvirtSubstrate(Substrate):
         if not await self._wait_boot_id(node, lambda b: b not in ("", before), self.boot_timeout):
             raise SubstrateError(self.name, f"{node.name} did not come back from a reboot in "
                                  f"{self.boot_timeout:.0f}s")
+        await self.wait_booted(node)
 
     async def _boot_id(self, node: Node) -> str:
         result = await ssh.probe(node.host, Path(node.extra["ssh_key"]),
