@@ -137,11 +137,26 @@ async def probe(host: str, key: Path, cmd: str = "true", limit: float = 8.0) -> 
     return await run([*ssh_argv(host, key, connect_timeout=3), cmd], limit)
 
 
+async def port_open(host: str, port: int = 22, timeout: float = 1.0) -> bool:
+    """Whether a TCP connection to host:port completes within `timeout` seconds."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (TimeoutError, OSError):
+        return False
+    writer.close()
+    return True
+
+
 async def wait_ready(host: str, key: Path, timeout: float, cmd: str = "true") -> float:
-    """Poll until `cmd` succeeds over SSH; return the seconds it took."""
+    """Poll until `cmd` succeeds over SSH; return the seconds it took. A booting guest is
+    polled with cheap TCP connects (every 0.2 s) until sshd listens, then with SSH."""
     started = time.monotonic()
     last = ""
     while time.monotonic() - started < timeout:
+        if not await port_open(host):
+            last = f"port 22 of {host} not open yet"
+            await asyncio.sleep(0.2)
+            continue
         result = await probe(host, key, cmd)
         if result.ok:
             return time.monotonic() - started
