@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from harness.errors import AnsibleError
-from harness.paths import PLAYBOOKS, ROLES, TrialPaths
+from harness.paths import ANSIBLE_PLUGINS, PLAYBOOKS, ROLES, TrialPaths
 
 
 def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:
@@ -23,6 +23,28 @@ def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:
     tmp.write_text(yaml.safe_dump(inventory, sort_keys=True))
     tmp.replace(paths.inventory)
     return paths.inventory
+
+
+def inventory_connections(inventory: Path) -> list[str]:
+    """The connection plugins an inventory file uses (`ssh` where none is set)."""
+    try:
+        doc = yaml.safe_load(inventory.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    found: set[str] = set()
+
+    def walk(group: dict) -> None:
+        for scope in [group.get("vars") or {}, *(group.get("hosts") or {}).values()]:
+            if isinstance(scope, dict) and scope.get("ansible_connection"):
+                found.add(str(scope["ansible_connection"]))
+        for child in (group.get("children") or {}).values():
+            if isinstance(child, dict):
+                walk(child)
+
+    for group in doc.values() if isinstance(doc, dict) else []:
+        if isinstance(group, dict):
+            walk(group)
+    return sorted(found) or ["ssh"]
 
 
 def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
@@ -68,6 +90,10 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_LOCALHOST_WARNING": "False",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+        # Load the inventory's connection plugins before workers fork (see the plugin).
+        "ANSIBLE_CALLBACK_PLUGINS": str(ANSIBLE_PLUGINS / "callback"),
+        "ANSIBLE_CALLBACKS_ENABLED": "harness_preload",
+        "HARNESS_ANSIBLE_PRELOAD": ",".join(inventory_connections(paths.inventory)),
     }
     result = ansible_runner.run(
         private_data_dir=str(data_dir),
