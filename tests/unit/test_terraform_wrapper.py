@@ -71,3 +71,14 @@ def test_error_summary_flattens_the_first_error_block():
     text = "Plan: 1 to add\n╷\n│ Error: Unable to create container\n│ \n│ reason: boom\n╵\n"
     assert _error_summary(text).startswith("Error: Unable to create container")
     assert "boom" in _error_summary(text)
+
+
+def test_cmd_env_reaches_only_that_command(workdir):
+    tf = Terraform1(working_dir=str(workdir), terraform_bin_path=terraform_bin())
+    assert tf.init()[0] == 0
+    code, _, err = tf.apply(env={"TF_VAR_word": "bonjour"})
+    assert code == 0, err
+    assert tf.outputs() == {"word": "bonjour"}
+    code, _, err = tf.apply()
+    assert code == 0, err
+    assert tf.outputs() == {"word": "hello"}
