@@ -12,6 +12,7 @@ set in the harness's own environment, never in the user's global config.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import platform
@@ -21,6 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ import python_terraform
 from python_terraform import IsFlagged
 
 from harness.errors import PreflightError, TerraformError
-from harness.paths import TrialPaths, provider_mirror, terraform_cli_config
+from harness.paths import TrialPaths, harness_home, provider_mirror, terraform_cli_config
 
 PROVIDERS = {
     "docker": {"source": "kreuzwerker/docker", "version": "4.6.0"},
@@ -303,10 +305,66 @@ class TrialTerraform:
         return out or ""
 
     def init(self) -> None:
-        if (self.paths.terraform / ".terraform" / "modules").exists() and \
-                (self.paths.terraform / ".terraform.lock.hcl").exists():
+        """`terraform init`, or a copy of what it wrote for the same inputs before.
+
+        What init writes for a root module (`.terraform/` with modules.json and the
+        provider symlinked from the mirror, `.terraform.lock.hcl`) depends only on the module
+        sources as written, the modules' files, the provider binaries and versions and the
+        terraform binary and CLI config. The first trial with a given set runs init and
+        publishes its result under $HARNESS_HOME/terraform-init/<key> (atomic rename; a
+        concurrent trial that loses the race keeps its own); later ones copy it (~1 ms
+        instead of ~0.1 s: init hashes the 76 MB provider binary). The trial directory ends
+        up the same either way, usable with plain terraform."""
+        dot = self.paths.terraform / ".terraform"
+        lock = self.paths.terraform / ".terraform.lock.hcl"
+        if (dot / "modules").exists() and lock.exists():
             return
+        key = self._init_key()
+        cached = harness_home() / "terraform-init" / key if key else None
+        if cached is not None and (cached / ".terraform" / "modules").is_dir():
+            try:
+                shutil.copytree(cached / ".terraform", dot, symlinks=True, dirs_exist_ok=True)
+                if (cached / lock.name).is_file():  # none when no provider is needed
+                    shutil.copy2(cached / lock.name, lock)
+                self._log(f"$ terraform init\n(copied from {cached})\n")
+                return
+            except OSError:
+                pass  # a damaged cache entry: init for real below
         self._run("init", self.tf.init)
+        if cached is not None and not cached.exists():
+            tmp = cached.parent / f".{key}.{uuid.uuid4().hex}"
+            try:
+                shutil.copytree(dot, tmp / ".terraform", symlinks=True)
+                if lock.is_file():
+                    shutil.copy2(lock, tmp / lock.name)
+                os.rename(tmp, cached)
+            except OSError:
+                pass  # another trial published it first, or the home is read-only
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _init_key(self) -> str | None:
+        """A digest of everything `init` reads, or None when the root cannot be read."""
+        try:
+            doc = json.loads(self.paths.main_tf.read_text())
+            h = hashlib.sha256()
+            tf_bin = Path(self.tf.terraform_bin_path)
+            cli = terraform_cli_config()
+            required = doc.get("terraform", {}).get("required_providers", {})
+            h.update(json.dumps([str(tf_bin), _stamp(tf_bin), str(cli),
+                                 cli.read_text() if cli.exists() else "", required,
+                                 {k: v.get("source") for k, v in doc.get("module", {}).items()}],
+                                sort_keys=True).encode())
+            for name, call in sorted(doc.get("module", {}).items()):
+                src = (self.paths.terraform / call["source"]).resolve()
+                for f in sorted(p for p in src.rglob("*") if p.is_file()):
+                    h.update(f"{name}/{f.relative_to(src)}\0".encode() + f.read_bytes())
+            for req in required.values():
+                binary = _provider_binary(req["source"], req["version"])
+                h.update(f"{binary}{_stamp(binary)}".encode())
+            return h.hexdigest()[:32]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
 
     def _shared(self, what: str, fn, **kwargs) -> str:
         """Run a command against the shared provider servers; when it fails because a
@@ -346,6 +404,11 @@ class TrialTerraform:
             return bool(json.loads(state.read_text()).get("resources"))
         except ValueError:
             return True
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _quarantine_broken_state(state: Path) -> bool:
