@@ -67,11 +67,31 @@ def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
     return extra
 
 
+class Gate:
+    """A playbook run started before its nodes exist waits here before its first play
+    (ansible_plugins/callback/harness_start.py): `open()` lets it run, `abort()` ends it
+    (status failed, rc 75) without anything having run on a node."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def _touch(self, suffix: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.with_name(self.path.name + suffix).touch()
+
+    def open(self) -> None:
+        self._touch(".go")
+
+    def abort(self) -> None:
+        self._touch(".abort")
+
+
 def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict[str, Any],
                  task_dir: Path | None = None, playbook: Path | None = None,
-                 timeout: int = 1800) -> list[tuple[str, str]]:
+                 timeout: int = 1800, gate: Gate | None = None) -> list[tuple[str, str]]:
     """Run the trial playbook with `tags`; return (play name, start time) per play.
 
+    With a `gate`, ansible-playbook starts up now and runs its plays once the gate opens.
     A failure raises AnsibleError naming the host, task and play that failed (`.play`).
     """
     import ansible_runner
@@ -90,11 +110,14 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_LOCALHOST_WARNING": "False",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
-        # Load the inventory's connection plugins before workers fork (see the plugin).
+        # Load the inventory's connection plugins before workers fork; the gate (see the
+        # plugin).
         "ANSIBLE_CALLBACK_PLUGINS": str(ANSIBLE_PLUGINS / "callback"),
-        "ANSIBLE_CALLBACKS_ENABLED": "harness_preload",
+        "ANSIBLE_CALLBACKS_ENABLED": "harness_start",
         "HARNESS_ANSIBLE_PRELOAD": ",".join(inventory_connections(paths.inventory)),
     }
+    if gate is not None:
+        envvars["HARNESS_ANSIBLE_GATE"] = str(gate.path)
     result = ansible_runner.run(
         private_data_dir=str(data_dir),
         playbook=str(playbook or PLAYBOOKS / "trial.yml"),

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from harness.ansible import inventory_connections
@@ -47,7 +48,7 @@ def test_preload_callback_loads_the_named_plugin_in_the_playbook_process(tmp_pat
         "        that: lookup('hx_loaded', "
         "'ansible_collections.community.docker.plugins.connection.docker_api')\n")
     env = {**os.environ, "ANSIBLE_CALLBACK_PLUGINS": str(ANSIBLE_PLUGINS / "callback"),
-           "ANSIBLE_CALLBACKS_ENABLED": "harness_preload",
+           "ANSIBLE_CALLBACKS_ENABLED": "harness_start",
            "HARNESS_ANSIBLE_PRELOAD": "community.docker.docker_api,no.such.plugin",
            "ANSIBLE_LOOKUP_PLUGINS": str(tmp_path / "lookup"),
            "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_NOCOLOR": "1",
@@ -56,3 +57,45 @@ def test_preload_callback_loads_the_named_plugin_in_the_playbook_process(tmp_pat
                           str(book)], capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "ok=1" in res.stdout
+
+
+def _gated(tmp_path, gate):
+    marker = tmp_path / "ran"
+    book = tmp_path / "gated.yml"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  connection: local\n  tasks:\n"
+        "    - name: Leave a mark\n      ansible.builtin.file:\n"
+        f"        path: {marker}\n        state: touch\n        mode: '0644'\n")
+    env = {**os.environ, "ANSIBLE_CALLBACK_PLUGINS": str(ANSIBLE_PLUGINS / "callback"),
+           "ANSIBLE_CALLBACKS_ENABLED": "harness_start", "HARNESS_ANSIBLE_GATE": str(gate),
+           "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False"}
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"),
+                             str(book)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    return proc, marker
+
+
+def test_gate_holds_the_plays_until_opened(tmp_path):
+    from harness.ansible import Gate
+
+    gate = Gate(tmp_path / "ansible" / "gate")
+    proc, marker = _gated(tmp_path, gate.path)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=4)  # started up, waiting at the gate
+    assert not marker.exists()
+    gate.open()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert marker.exists()
+
+
+def test_gate_abort_ends_the_run_before_any_play(tmp_path):
+    from harness.ansible import Gate
+
+    gate = Gate(tmp_path / "ansible" / "gate")
+    proc, marker = _gated(tmp_path, gate.path)
+    gate.abort()
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 75, out
+    assert not marker.exists() and "PLAY [" not in out
