@@ -33,7 +33,13 @@ from harness.results import AgentRef, TaskRef, TrialRecord, write_json_atomic
 from harness.scenario import ScenarioAPI, load_scenario, run_window
 from harness.substrates import Substrate, TrialSpec
 from harness.task import Task
-from harness.terraform import TrialTerraform, providers_for, render_root, write_root
+from harness.terraform import (
+    TrialTerraform,
+    providers_for,
+    render_root,
+    warm_shared_providers,
+    write_root,
+)
 from harness.verifier import GateResult, run_verifier
 
 PRE_WINDOW = ("provision", "setup", "bootstrap", "agent_setup")
@@ -149,6 +155,7 @@ class Trial:
             "harness_version": __version__})
 
     async def _provision(self) -> None:
+        warm_shared_providers(providers_for(self.substrate.name))
         image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
