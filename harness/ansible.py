@@ -110,6 +110,8 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
         "ANSIBLE_PIPELINING": "True",
         "ANSIBLE_LOCALHOST_WARNING": "False",
         "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+        # write_inventory writes YAML: load only that inventory plugin, not the default six
+        "ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.yaml",
         # Load the inventory's connection plugins before workers fork; the gate (see the
         # plugin).
         "ANSIBLE_CALLBACK_PLUGINS": str(ANSIBLE_PLUGINS / "callback"),
