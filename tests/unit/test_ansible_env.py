@@ -99,3 +99,26 @@ def test_gate_abort_ends_the_run_before_any_play(tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 75, out
     assert not marker.exists() and "PLAY [" not in out
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_playbook_shim_keeps_output_and_exit_code(tmp_path, fail):
+    """harness's ansible-playbook (no interpreter teardown) prints the whole run and exits
+    with ansible-playbook's code: 0, or 2 for a failed task."""
+    from harness.ansible import ANSIBLE_PLAYBOOK
+
+    book = tmp_path / "pb.yml"
+    cmd = "/bin/false" if fail else "/bin/true"
+    book.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  connection: local\n  tasks:\n"
+        f"    - name: Maybe fail\n      ansible.builtin.command: {cmd}\n"
+        "      changed_when: false\n")
+    env = {**os.environ, "PATH": os.pathsep.join([os.path.dirname(sys.executable),
+                                                  os.environ.get("PATH", "")]),
+           "ANSIBLE_LOCALHOST_WARNING": "False", "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False"}
+    res = subprocess.run([str(ANSIBLE_PLAYBOOK), str(book)], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == (2 if fail else 0), res.stdout + res.stderr
+    assert "PLAY RECAP" in res.stdout
+    assert ("failed=1" if fail else "failed=0") in res.stdout
