@@ -3,6 +3,9 @@
 Plays run through ansible-runner with one private data dir per stage under the trial
 directory (`ansible/<stage>/`), so events and stdout of every stage are kept as evidence.
 Roles are found in the repository's roles/ and in the task's own environment/roles/.
+The command is `ansible_plugins/bin/ansible-playbook` (the CLI without the interpreter
+teardown) with the `harness_start` callback (connection plugins preloaded before workers
+fork; an optional gate that holds the plays until the harness opens it).
 """
 
 from __future__ import annotations
