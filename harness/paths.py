@@ -26,6 +26,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TERRAFORM_MODULES = REPO_ROOT / "terraform" / "modules"
 PLAYBOOKS = REPO_ROOT / "playbooks"
 ROLES = REPO_ROOT / "roles"
+ANSIBLE_PLUGINS = REPO_ROOT / "ansible_plugins"
 SEED_TASKS = REPO_ROOT / "tasks"
 
 

@@ -10,6 +10,7 @@ from harness.agents.secrets import agent_secrets
 from harness.results import TrialRecord
 from harness.substrates import get_substrate
 from harness.task import load_task
+from harness.terraform import providers_for, warm_shared_providers
 from harness.trial import Trial, make_trial_id, run_async
 
 
@@ -27,8 +28,10 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     task = load_task(task_dir)
     for w in task.warnings:
         log(f"warning: {w}")
+    sub_name = substrate or default_substrate(task)
+    warm_shared_providers(providers_for(sub_name))  # starts while the checks below run
     the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
-    sub = get_substrate(substrate or default_substrate(task))
+    sub = get_substrate(sub_name)
     sub.preflight()
     trial_id = make_trial_id(task.name, agent, 1)
     root = Path(out).resolve() / "adhoc" / "trials" / trial_id

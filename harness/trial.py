@@ -23,7 +23,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.agents import Agent, AgentContext
-from harness.ansible import run_playbook, task_extravars, write_inventory
+from harness.ansible import Gate, run_playbook, task_extravars, write_inventory
 from harness.environment import TrialEnvironment, now_iso
 from harness.errors import AnsibleError, HarnessError
 from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
@@ -33,7 +33,13 @@ from harness.results import AgentRef, TaskRef, TrialRecord, write_json_atomic
 from harness.scenario import ScenarioAPI, load_scenario, run_window
 from harness.substrates import Substrate, TrialSpec
 from harness.task import Task
-from harness.terraform import TrialTerraform, providers_for, render_root, write_root
+from harness.terraform import (
+    TrialTerraform,
+    providers_for,
+    render_root,
+    warm_shared_providers,
+    write_root,
+)
 from harness.verifier import GateResult, run_verifier
 
 PRE_WINDOW = ("provision", "setup", "bootstrap", "agent_setup")
@@ -56,6 +62,20 @@ def run_async(coro):
 def make_trial_id(task: str, agent: str, attempt: int, salt: str | None = None) -> str:
     slug = "".join(c if c.isalnum() else "-" for c in task.lower()).strip("-")[:32]
     return f"{slug}-{agent}-{attempt}-{salt or uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class EarlyPrepare:
+    """The setup+bootstrap playbook started while Terraform creates the nodes, waiting at
+    its gate (for the inventory it was started with)."""
+
+    inventory: dict
+    gate: Gate
+    future: asyncio.Future
+
+    def abort(self) -> None:
+        """End it unrun; teardown's `_settle` waits for its thread."""
+        self.gate.abort()
 
 
 class PreWindowError(Exception):
@@ -90,6 +110,7 @@ class Trial:
         self.timings: dict[str, dict] = {}
         self.env: TrialEnvironment | None = None
         self._pending: list[concurrent.futures.Future] = []
+        self._early: EarlyPrepare | None = None
         self.tf = TrialTerraform(self.paths)
 
     def _blocking(self, fn, *args):
@@ -134,31 +155,72 @@ class Trial:
             "harness_version": __version__})
 
     async def _provision(self) -> None:
+        warm_shared_providers(providers_for(self.substrate.name))
         image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
         write_root(self.paths, render_root(self.substrate.terraform_module(),
                                            self.paths.terraform, tf_vars,
                                            providers_for(self.substrate.name)))
-        outputs = await self._blocking(self.tf.apply)
-        nodes = self.substrate.nodes(self.spec, outputs)
-        if hasattr(self.substrate, "wait_ready"):
-            await self.substrate.wait_ready(nodes)
-        write_inventory(self.paths, self.substrate.inventory(self.spec, nodes))
+        early = self._start_prepare_early(tf_vars)
+        try:
+            outputs = await self._blocking(self.tf.apply)
+            nodes = self.substrate.nodes(self.spec, outputs)
+            if hasattr(self.substrate, "wait_ready"):
+                await self.substrate.wait_ready(nodes)
+            inventory = self.substrate.inventory(self.spec, nodes)
+            if early is not None and early.inventory != inventory:
+                self.event("prepare.early_mismatch")
+                early.abort()
+                early = None
+            write_inventory(self.paths, inventory)
+        except BaseException:
+            if early is not None:
+                early.abort()
+            raise
+        self._early = early
         self.env = TrialEnvironment(self.substrate, nodes, self.paths,
                                     secrets=list(self.secrets.values()),
                                     on_record=self._live_risk)
 
+    def _start_prepare_early(self, tf_vars: dict) -> EarlyPrepare | None:
+        """Where the inventory is known before apply (the substrate's `planned_outputs`, no
+        `wait_ready`), start the setup+bootstrap playbook now: ansible-playbook's start-up
+        (~0.6 s) overlaps Terraform's apply, and it waits at its gate, before any play, until
+        the nodes exist (HARNESS_EARLY_ANSIBLE=0 turns this off)."""
+        planned = getattr(self.substrate, "planned_outputs", None)
+        if planned is None or hasattr(self.substrate, "wait_ready") or \
+                os.environ.get("HARNESS_EARLY_ANSIBLE", "1") == "0":
+            return None
+        try:
+            inventory = self.substrate.inventory(
+                self.spec, self.substrate.nodes(self.spec, planned(tf_vars)))
+        except Exception:  # cannot predict: run it after apply
+            return None
+        write_inventory(self.paths, inventory)
+        gate = Gate(self.paths.ansible("prepare") / "gate")
+        future = self._blocking(run_playbook, self.paths, "prepare", ["setup", "bootstrap"],
+                                task_extravars(self.task, self.paths), self.task.path, None,
+                                1800, gate)
+        future.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen or not
+        return EarlyPrepare(inventory, gate, future)
+
     async def _setup_and_bootstrap(self) -> None:
-        """The tagged setup and bootstrap plays in one ansible run (one start-up cost);
-        the run's play start times split it into the two phases' timings."""
+        """The tagged setup and bootstrap plays in one ansible run (one start-up cost, and
+        that started during provision where it can be); the run's play start times split it
+        into the two phases' timings, which start when the run may begin its plays."""
         extra = task_extravars(self.task, self.paths)
         for phase in ("setup", "bootstrap"):
             self.on_phase(self.trial_id, phase)
+        early, self._early = self._early, None
         start, t = now_iso(), time.monotonic()
         try:
-            plays = await self._blocking(run_playbook, self.paths, "prepare",
-                                            ["setup", "bootstrap"], extra, self.task.path)
+            if early is not None:
+                early.gate.open()
+                plays = await early.future
+            else:
+                plays = await self._blocking(run_playbook, self.paths, "prepare",
+                                             ["setup", "bootstrap"], extra, self.task.path)
             failed_play = None
         except AnsibleError as exc:
             plays, failed_play = [], exc

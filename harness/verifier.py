@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Any
 from harness.substrates.base import ExecResult
 
 PHASES = ("functional", "durability", "cleanup")
+_READ_FILES = ("(cd /logs/verifier 2>/dev/null && for f in reward.json reward.txt; do "
+               "[ -f $f ] && printf '\\n@@HX@@%s\\n' $f && cat $f; done; true)")
 
 
 class VerifierOutputError(Exception):
@@ -124,21 +127,25 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate") -> Gat
             raise RuntimeError(f"cannot prepare /logs/verifier: {prep.stderr.strip()[-300:]}")
         await env.put(task.tests_dir, "/tests")
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
+        # test.sh, then (same exec, after a marker line) the reward files: one round trip
+        # less; its exit code is test.sh's. A run cut short reads them separately below.
+        mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
         run: ExecResult = await env.exec(
-            f"cd /tests && {exports + ' ' if exports else ''}bash /tests/test.sh",
+            f"cd /tests && {exports + ' ' if exports else ''}bash /tests/test.sh; "
+            f"hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc",
             timeout=task.config.verifier.timeout_sec, record=False)
+        stdout, sep, files_out = run.stdout.rpartition(f"\n{mark}\n")
+        if not sep:
+            stdout, files_out = run.stdout, (await env.exec(
+                _READ_FILES, timeout=60, record=False)).stdout
     except Exception as exc:  # environment gone or unreachable: the verifier cannot run
         result.uncovered = True
         result.error = {"type": "VerifierUnavailable", "message": str(exc)[:1000]}
         return result
     result.exit_code, result.seconds = run.exit_code, run.seconds
-    text = run.stdout + ("\n--- stderr ---\n" + run.stderr if run.stderr else "")
+    text = stdout + ("\n--- stderr ---\n" + run.stderr if run.stderr else "")
     (out_dir / "test-stdout.txt").write_text(env.redact(text) or "")
-    files = await env.exec(
-        "cd /logs/verifier 2>/dev/null && for f in reward.json reward.txt; do "
-        "[ -f $f ] && printf '\\n@@HX@@%s\\n' $f && cat $f; done; true",
-        timeout=60, record=False)
-    texts = _split_files(files.stdout)
+    texts = _split_files(files_out)
     for name, body in texts.items():
         (out_dir / name).write_text(env.redact(body) or "")
     try:

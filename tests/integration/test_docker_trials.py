@@ -103,6 +103,29 @@ def test_verifier_garbage_is_a_verifier_error_with_its_text(seed_task, tmp_path)
     assert labeled(rec.trial_id) == []
 
 
+def test_verifier_output_exit_code_and_a_timed_out_test(seed_task, tmp_path):
+    """test.sh's stdout is kept as printed (no trailing newline added) and its exit code
+    reported; a test.sh cut off by its timeout still has the reward it wrote read back."""
+    task_dir = seed_task("hello-docker")
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\necho 0.5 > /logs/verifier/reward.txt\nprintf 'no newline'\nexit 3\n")
+    trial = make_trial(task_dir, "oracle", tmp_path)
+    rec = asyncio.run(trial.run())
+    assert rec.status == "failed" and rec.reward == 0.5
+    out = trial.paths.root / "verifier" / "immediate"
+    assert (out / "test-stdout.txt").read_text() == "no newline"
+    assert (out / "reward.txt").read_text() == "0.5\n"
+    assert rec.gates["immediate"]["reward"] == 0.5
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace("[verifier]\ntimeout_sec = 60",
+                                             "[verifier]\ntimeout_sec = 2"))
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\necho 1.0 > /logs/verifier/reward.txt\necho started\nsleep 30\n")
+    rec = asyncio.run(make_trial(task_dir, "oracle", tmp_path).run())
+    assert rec.status == "passed" and rec.reward == 1.0
+    assert labeled(rec.trial_id) == []
+
+
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
                           text=True, cwd=REPO, timeout=600, **kw)

@@ -71,3 +71,55 @@ def test_error_summary_flattens_the_first_error_block():
     text = "Plan: 1 to add\n╷\n│ Error: Unable to create container\n│ \n│ reason: boom\n╵\n"
     assert _error_summary(text).startswith("Error: Unable to create container")
     assert "boom" in _error_summary(text)
+
+
+def test_cmd_env_reaches_only_that_command(workdir):
+    tf = Terraform1(working_dir=str(workdir), terraform_bin_path=terraform_bin())
+    assert tf.init()[0] == 0
+    code, _, err = tf.apply(env={"TF_VAR_word": "bonjour"})
+    assert code == 0, err
+    assert tf.outputs() == {"word": "bonjour"}
+    code, _, err = tf.apply()
+    assert code == 0, err
+    assert tf.outputs() == {"word": "hello"}
+
+
+def _trial_with_module(base, name: str, word: str = "hello"):
+    """A trial directory whose root calls a local module (terraform_data only)."""
+    from harness.paths import TrialPaths
+
+    module = base / "modules" / "m"
+    module.mkdir(parents=True, exist_ok=True)
+    (module / "main.tf.json").write_text(json.dumps({
+        "variable": {"word": {"type": "string"}},
+        "resource": {"terraform_data": {"this": {"input": "${var.word}"}}},
+        "output": {"word": {"value": "${terraform_data.this.output}"}}}))
+    paths = TrialPaths(base / "trials" / name).make()
+    paths.main_tf.write_text(json.dumps({
+        "module": {"trial": {"source": "../../../modules/m", "word": word}},
+        "output": {"word": {"value": "${module.trial.word}"}}}))
+    return paths
+
+
+def test_init_is_run_once_then_copied_for_the_same_inputs(tmp_path, monkeypatch):
+    from harness.terraform import TrialTerraform
+
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
+    terraform_env()
+    first = TrialTerraform(_trial_with_module(tmp_path, "a"))
+    assert first.apply() == {"word": "hello"}
+    assert "Initializing" in first.log.read_text()
+    (entry,) = (tmp_path / "home" / "terraform-init").iterdir()
+    second = TrialTerraform(_trial_with_module(tmp_path, "b", "bonjour"))
+    assert second.apply() == {"word": "bonjour"}
+    log = second.log.read_text()
+    assert f"(copied from {entry})" in log and "Initializing" not in log
+    assert (second.paths.terraform / ".terraform" / "modules" / "modules.json").is_file()
+    second.destroy()
+    # a changed module is a different key: init runs for real again
+    (tmp_path / "modules" / "m" / "extra.tf.json").write_text(
+        json.dumps({"locals": {"x": 1}}))
+    third = TrialTerraform(_trial_with_module(tmp_path, "c"))
+    assert third.apply() == {"word": "hello"}
+    assert "Initializing" in third.log.read_text()
+    assert len(list((tmp_path / "home" / "terraform-init").iterdir())) == 2

@@ -13,7 +13,7 @@ import ipaddress
 import shlex
 import tarfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.config import Settings, load_settings
@@ -125,20 +125,39 @@ class DockerSubstrate(Substrate):
                    env: dict[str, str] | None = None) -> ExecResult:
         return await asyncio.to_thread(self._exec_sync, node, cmd, timeout, env)
 
-    def _put_sync(self, node: Node, src: Path, dest: str) -> None:
+    @staticmethod
+    def _tar(src: Path, top: str = "") -> bytes:
+        """`src` (a directory's contents, or the file) as a tar; under a new directory
+        `top` (mode 0755, root, as `mkdir` makes it) when given."""
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
+            if top:
+                info = tarfile.TarInfo(top)
+                info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+                tar.addfile(info)
+            prefix = f"{top}/" if top else ""
             if src.is_dir():
                 for p in sorted(src.rglob("*")):
-                    tar.add(p, arcname=p.relative_to(src).as_posix(), recursive=False)
+                    tar.add(p, arcname=prefix + p.relative_to(src).as_posix(), recursive=False)
             else:
-                tar.add(src, arcname=src.name)
+                tar.add(src, arcname=prefix + src.name)
+        return buf.getvalue()
+
+    def _put_sync(self, node: Node, src: Path, dest: str) -> None:
         import docker
 
         container = self._container(node)
-        container.exec_run(["mkdir", "-p", dest])
+        dest_path = PurePosixPath(dest)
         try:
-            ok = container.put_archive(dest, buf.getvalue())
+            try:  # the destination usually exists (the verifier makes /tests): no mkdir exec
+                ok = container.put_archive(dest, self._tar(src))
+            except docker.errors.NotFound:
+                if dest_path.parent == PurePosixPath("/") and dest_path.name:
+                    # a new top-level directory (e.g. /solution): made by the archive itself
+                    ok = container.put_archive("/", self._tar(src, dest_path.name))
+                else:
+                    container.exec_run(["mkdir", "-p", dest])
+                    ok = container.put_archive(dest, self._tar(src))
         except docker.errors.APIError as exc:
             raise SubstrateError("docker", f"upload of {src} to {node.name}:{dest} failed "
                                  f"({exc.explanation}); Docker cannot write into tmpfs mounts "
