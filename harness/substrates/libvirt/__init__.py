@@ -94,7 +94,10 @@ class LibvirtSubstrate(Substrate):
         from harness.substrates.libvirt.task_image import task_image
 
         base = build_vm_image(log=log)
-        return str(task_image(base, spec.task, log=log) if spec.task is not None else base)
+        task = getattr(spec, "task", None)
+        if task is None or not hasattr(task, "env_file"):  # no task (image only, tests)
+            return str(base)
+        return str(task_image(base, task, log=log))
 
     def domain_type(self) -> str:
         """kvm when a kernel really boots under KVM here, else qemu (TCG)."""
