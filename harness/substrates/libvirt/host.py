@@ -91,14 +91,19 @@ def _domain_disks(conn, dom) -> list[str]:
     return paths
 
 
+def _fields(dom) -> dict[str, str]:
+    """The key=value fields of a domain's description (trial, campaign, node, owner)."""
+    desc = ""
+    with contextlib.suppress(Exception):
+        desc = dom.metadata(0, None)  # VIR_DOMAIN_METADATA_DESCRIPTION
+    return dict(re.findall(r"(\w+)=(\S*)", desc or ""))
+
+
 def _descriptions(conn) -> dict[str, dict[str, str]]:
     """Trial prefix -> fields of its domains' descriptions (trial, campaign, owner)."""
     trials: dict[str, dict[str, str]] = {}
     for dom in conn.listAllDomains():
-        desc = ""
-        with contextlib.suppress(Exception):
-            desc = dom.metadata(0, None)  # VIR_DOMAIN_METADATA_DESCRIPTION
-        fields = dict(re.findall(r"(\w+)=(\S*)", desc or ""))
+        fields = _fields(dom)
         if dom.name().startswith(PREFIX) and "trial" in fields:
             trials.setdefault(PREFIX + fields["trial"], fields)
     return trials
@@ -144,10 +149,7 @@ def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None
             if (not name.startswith(PREFIX) or _matches(name, live)
                     or (prefixes is not None and not _matches(name, prefixes))):
                 continue
-            desc = ""
-            with contextlib.suppress(Exception):
-                desc = dom.metadata(0, None)
-            trial_name = dict(re.findall(r"(\w+)=(\S*)", desc or "")).get("trial")
+            trial_name = _fields(dom).get("trial")
             for disk in _domain_disks(conn, dom):
                 path = Path(disk)
                 if trial_name and path.parent.name == "disks" and path.parent.parent.name == "vm":
