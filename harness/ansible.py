@@ -3,16 +3,24 @@
 Plays run through ansible-runner with one private data dir per stage under the trial
 directory (`ansible/<stage>/`), so events and stdout of every stage are kept as evidence.
 Roles are found in the repository's roles/ and in the task's own environment/roles/.
-The command is `ansible_plugins/bin/ansible-playbook` (the CLI without the interpreter
-teardown) with the `harness_start` callback (connection plugins preloaded before workers
-fork; an optional gate that holds the plays until the harness opens it).
+The command is `ansible_plugins/bin/ansible-playbook` with the `harness_start` callback
+(connection plugins preloaded before workers fork; an optional gate that holds the plays
+until the harness opens it). That command hands the run to this process's playbook server
+(`PlaybookServer`, ansible_plugins/playbook_server.py: Ansible imported once, a forked child
+per run), or runs the CLI itself when there is none (HARNESS_ANSIBLE_FORK_SERVER=0).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +30,62 @@ from harness.errors import AnsibleError
 from harness.paths import ANSIBLE_PLUGINS, PLAYBOOKS, ROLES, TrialPaths
 
 ANSIBLE_PLAYBOOK = ANSIBLE_PLUGINS / "bin" / "ansible-playbook"
+PLAYBOOK_SERVER = ANSIBLE_PLUGINS / "playbook_server.py"
+
+
+class PlaybookServer:
+    """This process's ansible-playbook fork server, started on first use and stopped at
+    exit (it also exits by itself when this process dies, even by kill -9)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._dir: str | None = None
+
+    def socket(self) -> str | None:
+        """The server's socket, starting the server if needed; None when it is turned off
+        or does not come up (runs then start their own ansible-playbook)."""
+        if os.environ.get("HARNESS_ANSIBLE_FORK_SERVER", "1") == "0":
+            return None
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            return os.path.join(self._dir, "sock") if self._proc else None
+
+    def _start(self) -> None:
+        self._cleanup()
+        self._dir = tempfile.mkdtemp(prefix="hx-ansible-")
+        path = os.path.join(self._dir, "sock")
+        with open(os.path.join(self._dir, "server.log"), "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(PLAYBOOK_SERVER), path], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True, cwd="/")
+        deadline = time.monotonic() + 10
+        while not os.path.exists(path):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                return
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+PLAYBOOK_SERVER_PROCESS = PlaybookServer()
+atexit.register(PLAYBOOK_SERVER_PROCESS.stop)
 
 
 def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:
@@ -126,6 +190,9 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
     }
     if gate is not None:
         envvars["HARNESS_ANSIBLE_GATE"] = str(gate.path)
+    server = PLAYBOOK_SERVER_PROCESS.socket()
+    if server:
+        envvars["HARNESS_ANSIBLE_SERVER"] = server
     book = str(playbook or PLAYBOOKS / "trial.yml")
     result = ansible_runner.run(
         private_data_dir=str(data_dir),
