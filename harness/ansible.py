@@ -137,6 +137,16 @@ def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
     return extra
 
 
+def prepare_skip_tags(task) -> list[str]:
+    """Tags of playbooks/trial.yml's setup and bootstrap parts this task has nothing for
+    (skipped: no task run to find out that a list is empty)."""
+    ans = task.env.ansible
+    bootstrap = task.path / "environment" / "bootstrap.sh"
+    return [tag for tag, empty in (("setup_roles", not ans.setup),
+                                   ("bootstrap_script", not bootstrap.is_file()),
+                                   ("bootstrap_roles", not ans.bootstrap)) if empty]
+
+
 class Gate:
     """A playbook run started before its nodes exist waits here before its first play
     (ansible_plugins/callback/harness_start.py): `open()` lets it run, `abort()` ends it
@@ -158,8 +168,10 @@ class Gate:
 
 def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict[str, Any],
                  task_dir: Path | None = None, playbook: Path | None = None,
-                 timeout: int = 1800, gate: Gate | None = None) -> list[tuple[str, str]]:
-    """Run the trial playbook with `tags`; return (play name, start time) per play.
+                 timeout: int = 1800, gate: Gate | None = None,
+                 skip_tags: list[str] = ()) -> list[tuple[str, str]]:
+    """Run the trial playbook with `tags` (minus `skip_tags`); return (play name, start
+    time) per play.
 
     With a `gate`, ansible-playbook starts up now and runs its plays once the gate opens.
     A failure raises AnsibleError naming the host, task and play that failed (`.play`).
@@ -203,6 +215,7 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
         inventory=str(paths.inventory),
         extravars=extravars,
         tags=",".join(tags),
+        skip_tags=",".join(skip_tags),
         envvars=envvars,
         quiet=True,
         timeout=timeout,

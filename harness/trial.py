@@ -23,7 +23,13 @@ from pathlib import Path
 
 from harness import __version__
 from harness.agents import Agent, AgentContext
-from harness.ansible import Gate, run_playbook, task_extravars, write_inventory
+from harness.ansible import (
+    Gate,
+    prepare_skip_tags,
+    run_playbook,
+    task_extravars,
+    write_inventory,
+)
 from harness.environment import TrialEnvironment, now_iso
 from harness.errors import AnsibleError, HarnessError
 from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
@@ -201,7 +207,7 @@ class Trial:
         gate = Gate(self.paths.ansible("prepare") / "gate")
         future = self._blocking(run_playbook, self.paths, "prepare", ["setup", "bootstrap"],
                                 task_extravars(self.task, self.paths), self.task.path, None,
-                                1800, gate)
+                                1800, gate, prepare_skip_tags(self.task))
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen or not
         return EarlyPrepare(inventory, gate, future)
 
@@ -220,7 +226,8 @@ class Trial:
                 plays = await early.future
             else:
                 plays = await self._blocking(run_playbook, self.paths, "prepare",
-                                             ["setup", "bootstrap"], extra, self.task.path)
+                                             ["setup", "bootstrap"], extra, self.task.path,
+                                             None, 1800, None, prepare_skip_tags(self.task))
             failed_play = None
         except AnsibleError as exc:
             plays, failed_play = [], exc

@@ -191,3 +191,36 @@ def test_gc_after_kill_9_finds_and_removes_leftovers(tmp_path):
     report = json.loads(cli("gc", "--trial", trial_id, "--json").stdout)
     assert report["total"] >= 2
     assert labeled(trial_id) == []
+
+
+def test_task_setup_and_bootstrap_roles_playbooks_and_script_all_run(seed_task, tmp_path):
+    """A task with everything playbooks/trial.yml can run for it (setup roles, setup.yml,
+    bootstrap.sh, bootstrap roles, bootstrap.yml) gets each once, after the node finished
+    booting; a task with none of them (hello-docker, above) skips them without a task run."""
+    task_dir = seed_task("hello-docker")
+    env = task_dir / "environment"
+    for name, stage in (("hx_setup_mark", "setup-role"), ("hx_bootstrap_mark", "bootstrap-role")):
+        (env / "roles" / name / "tasks").mkdir(parents=True)
+        (env / "roles" / name / "tasks" / "main.yml").write_text(
+            f"- name: Mark {stage}\n  ansible.builtin.shell: >-\n"
+            f"    mkdir -p /srv/marks && (systemctl is-system-running || true)"
+            f" >> /srv/marks/{stage}\n  changed_when: true\n")
+    for stage in ("setup", "bootstrap"):
+        (env / f"{stage}.yml").write_text(
+            f"- name: Task {stage} playbook\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+            f"    - name: Mark\n      ansible.builtin.shell: mkdir -p /srv/marks && "
+            f"echo ok >> /srv/marks/{stage}-playbook\n      changed_when: true\n")
+    (env / "bootstrap.sh").write_text("mkdir -p /srv/marks && echo ok >> /srv/marks/script\n")
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text() + '\n[environment.ansible]\nsetup = ["hx_setup_mark"]\n'
+                    'bootstrap = ["hx_bootstrap_mark"]\n')
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\ncd /srv/marks && n=0\n"
+        "for f in setup-role setup-playbook script bootstrap-role bootstrap-playbook; do\n"
+        "  [ \"$(wc -l < $f)\" = 1 ] && n=$((n + 1))\ndone\n"
+        "grep -qxE 'running|degraded' setup-role && n=$((n + 1))\n"
+        "echo \"{\\\"reward\\\": $(python3 -c \"print($n / 6)\")}\""
+        " > /logs/verifier/reward.json\n")
+    (rec,) = asyncio.run(run_all([make_trial(task_dir, "oracle", tmp_path)]))
+    assert rec.status == "passed" and rec.reward == 1.0, (rec.error, rec.reward)
+    assert set(rec.timings) >= {"setup", "bootstrap"}
