@@ -431,16 +431,16 @@ class Trial:
         self.event("trial.end", status=record.status, reward=record.reward)
 
     async def _teardown(self) -> list[str]:
-        """terraform destroy, then prove nothing with the trial's label is left."""
+        """terraform destroy, then sweep what still carries the trial's label: the leaks."""
         await self._settle()
         try:
             await asyncio.to_thread(self.tf.destroy)
         except HarnessError as exc:
             self.event("teardown.destroy_failed", error=str(exc))
-        leaks = await asyncio.to_thread(self.substrate.leftovers, None, self.trial_id)
+        # what destroy left, removed now (one listing: sweep returns what it found)
+        leaks = await asyncio.to_thread(self.substrate.sweep, None, self.trial_id)
         if leaks:
             self.event("teardown.leaks", leaks=leaks)
-        await asyncio.to_thread(self.substrate.sweep, None, self.trial_id)
         return leaks
 
     async def _teardown_quietly(self) -> None:

@@ -224,3 +224,24 @@ def test_task_setup_and_bootstrap_roles_playbooks_and_script_all_run(seed_task, 
     (rec,) = asyncio.run(run_all([make_trial(task_dir, "oracle", tmp_path)]))
     assert rec.status == "passed" and rec.reward == 1.0, (rec.error, rec.reward)
     assert set(rec.timings) >= {"setup", "bootstrap"}
+
+
+class LeakyAgent(Agent):
+    """Leaves a volume with the trial's label behind, outside Terraform's state."""
+
+    name = "leaky"
+
+    async def run(self, instruction, env, ctx):
+        import docker
+
+        docker.from_env().volumes.create(name=f"hx-{ctx.trial_id}-leak",
+                                         labels={"harness.trial": ctx.trial_id})
+        return AgentOutcome()
+
+
+def test_what_destroy_leaves_is_recorded_as_a_leak_and_removed(seed_task, tmp_path):
+    trial = make_trial(seed_task("hello-docker"), LeakyAgent(), tmp_path)
+    rec = asyncio.run(trial.run())
+    assert rec.leaks == [f"docker volume hx-{rec.trial_id}-leak"]
+    assert labeled(rec.trial_id) == []
+    assert json.loads(trial.paths.result.read_text())["leaks"] == rec.leaks

@@ -100,23 +100,27 @@ class DockerSubstrate(Substrate):
             "children": {"primary": {"hosts": {n.name: {} for n in nodes if n.primary}}},
         }}
 
-    def _container(self, node: Node):
-        import docker
-
-        try:
-            return self.client.containers.get(node.host)
-        except docker.errors.NotFound as exc:
-            raise SubstrateError("docker", f"container {node.host} is gone") from exc
+    def _gone(self, node: Node, exc: Exception) -> SubstrateError:
+        return SubstrateError("docker", f"container {node.host} is gone ({exc})")
 
     def _exec_sync(self, node: Node, cmd: str, timeout: float,
                    env: dict[str, str] | None) -> ExecResult:
+        """exec create/start/inspect by container name (the SDK's Container object would
+        cost an inspect per call)."""
+        import docker
+
         started = time.monotonic()
         secs = max(1, int(timeout))
         wrapped = f"timeout -k 5 {secs} bash -c {shlex.quote(cmd)}"
-        res = self._container(node).exec_run(["bash", "-c", wrapped], demux=True,
-                                             environment=env or {})
-        out, err = res.output if res.output else (b"", b"")
-        code = res.exit_code if res.exit_code is not None else -1
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(node.host, ["bash", "-c", wrapped],
+                                      environment=env or {})["Id"]
+        except docker.errors.NotFound as exc:
+            raise self._gone(node, exc) from exc
+        out, err = api.exec_start(exec_id, demux=True) or (b"", b"")
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        code = code if code is not None else -1
         return ExecResult(exit_code=code, stdout=(out or b"").decode(errors="replace"),
                           stderr=(err or b"").decode(errors="replace"),
                           seconds=time.monotonic() - started, timed_out=code in (124, 137))
@@ -146,18 +150,22 @@ class DockerSubstrate(Substrate):
     def _put_sync(self, node: Node, src: Path, dest: str) -> None:
         import docker
 
-        container = self._container(node)
+        api, host = self.client.api, node.host
         dest_path = PurePosixPath(dest)
         try:
             try:  # the destination usually exists (the verifier makes /tests): no mkdir exec
-                ok = container.put_archive(dest, self._tar(src))
+                ok = api.put_archive(host, dest, self._tar(src))
             except docker.errors.NotFound:
                 if dest_path.parent == PurePosixPath("/") and dest_path.name:
                     # a new top-level directory (e.g. /solution): made by the archive itself
-                    ok = container.put_archive("/", self._tar(src, dest_path.name))
+                    ok = api.put_archive(host, "/", self._tar(src, dest_path.name))
                 else:
-                    container.exec_run(["mkdir", "-p", dest])
-                    ok = container.put_archive(dest, self._tar(src))
+                    res = self._exec_sync(node, f"mkdir -p {shlex.quote(dest)}", 60, None)
+                    if res.exit_code != 0:
+                        raise SubstrateError("docker", f"cannot create {node.name}:{dest}: "
+                                             f"{res.stderr.strip() or res.exit_code}"
+                                             ) from None
+                    ok = api.put_archive(host, dest, self._tar(src))
         except docker.errors.APIError as exc:
             raise SubstrateError("docker", f"upload of {src} to {node.name}:{dest} failed "
                                  f"({exc.explanation}); Docker cannot write into tmpfs mounts "
@@ -170,7 +178,12 @@ class DockerSubstrate(Substrate):
 
     async def power(self, node: Node, action: str) -> str:
         def run() -> str:
-            c = self._container(node)
+            import docker
+
+            try:
+                c = self.client.containers.get(node.host)
+            except docker.errors.NotFound as exc:
+                raise self._gone(node, exc) from exc
             if action == "off":
                 c.stop(timeout=5)
             elif action == "on":
@@ -193,9 +206,9 @@ class DockerSubstrate(Substrate):
     def live_nodes(self, campaign: str | None = None, trial: str | None = None
                    ) -> dict[str, list[Node]]:
         out: dict[str, list[Node]] = {}
-        for c in self.client.containers.list(filters=self._filters(campaign, trial)):
-            labels = c.labels or {}
-            node = Node(name=labels.get("harness.node", c.name), host=c.name, cluster_ip="")
+        for c in self.client.api.containers(filters=self._filters(campaign, trial)):
+            labels, name = c.get("Labels") or {}, _container_name(c)
+            node = Node(name=labels.get("harness.node", name), host=name, cluster_ip="")
             out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)
         return out
 
@@ -206,37 +219,47 @@ class DockerSubstrate(Substrate):
             return {"label": f"{LABEL_CAMPAIGN}={campaign}"}
         return {"label": LABEL_TRIAL}
 
-    def _owned(self, campaign: str | None, trial: str | None) -> list[tuple[str, Any]]:
+    def _owned(self, campaign: str | None, trial: str | None) -> list[tuple[str, str, str]]:
+        """(kind, id, name) of every object with the labels, from Docker's list calls alone
+        (the SDK's model lists inspect each container once more). Images are looked for
+        only beyond one trial: the harness labels none per trial."""
         f = self._filters(campaign, trial)
-        c = self.client
-        found: list[tuple[str, Any]] = []
-        found += [("container", x) for x in c.containers.list(all=True, filters=f)]
-        found += [("network", x) for x in c.networks.list(filters=f)]
-        found += [("volume", x) for x in c.volumes.list(filters=f)]
-        found += [("image", x) for x in c.images.list(filters=f)]
+        api = self.client.api
+        found = [("container", c["Id"], _container_name(c))
+                 for c in api.containers(all=True, filters=f)]
+        found += [("network", n["Id"], n.get("Name") or n["Id"][:12])
+                  for n in api.networks(filters=f)]
+        found += [("volume", v["Name"], v["Name"])
+                  for v in (api.volumes(filters=f) or {}).get("Volumes") or []]
+        if trial is None:
+            found += [("image", i["Id"], (i.get("RepoTags") or [i["Id"][7:19]])[0])
+                      for i in api.images(filters=f)]
         return found
 
     def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
-        return [f"docker {kind} {_name(obj)}" for kind, obj in self._owned(campaign, trial)]
+        return [f"docker {kind} {name}" for kind, _, name in self._owned(campaign, trial)]
 
     def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+        api = self.client.api
         removed = []
-        for kind, obj in self._owned(campaign, trial):
+        for kind, obj_id, name in self._owned(campaign, trial):
             try:
                 if kind == "container":
-                    obj.remove(force=True, v=True)
-                elif kind == "image":
-                    self.client.images.remove(obj.id, force=True)
+                    api.remove_container(obj_id, force=True, v=True)
+                elif kind == "network":
+                    api.remove_network(obj_id)
+                elif kind == "volume":
+                    api.remove_volume(obj_id)
                 else:
-                    obj.remove()
-                removed.append(f"docker {kind} {_name(obj)}")
+                    api.remove_image(obj_id, force=True)
+                removed.append(f"docker {kind} {name}")
             except Exception as exc:  # already gone or in use: report, keep going
-                removed.append(f"docker {kind} {_name(obj)} (failed: {exc})")
+                removed.append(f"docker {kind} {name} (failed: {exc})")
         if trial:
             network.release_subnet(trial)
         else:
-            live = {(n.attrs.get("Labels") or {}).get(LABEL_TRIAL)
-                    for n in self.client.networks.list(filters={"label": LABEL_TRIAL})}
+            live = {(n.get("Labels") or {}).get(LABEL_TRIAL)
+                    for n in api.networks(filters={"label": LABEL_TRIAL})}
             for path in network.stale_reservations(live):
                 path.unlink(missing_ok=True)
         return removed
@@ -255,7 +278,5 @@ def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
             "subnet": subnet, "nodes": nodes}
 
 
-def _name(obj) -> str:
-    if hasattr(obj, "tags") and not hasattr(obj, "status"):
-        return (obj.tags or [obj.short_id])[0]
-    return getattr(obj, "name", None) or obj.id[:12]
+def _container_name(c: dict) -> str:
+    return ((c.get("Names") or [""])[0].lstrip("/")) or c["Id"][:12]
