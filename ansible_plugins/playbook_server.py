@@ -301,6 +301,7 @@ class Server:
             os.environ[FORKED_MARK] = "1"
             atexit._clear()  # the server's handlers (its own temporary directory) stay its own
             reload_settings()
+            renew_runner_events()
             import random
 
             random.seed()
@@ -336,6 +337,15 @@ def reload_settings() -> None:
         setattr(C, setting, C.config.get_config_value(setting, variables=vars(C)))
 
 
+def renew_runner_events() -> None:
+    """ansible-runner's stdout callback (awx_display) creates, when imported, the context
+    that names the directory its events are written to (AWX_ISOLATED_DATA_DIR): a child
+    gets one for its own run."""
+    mod = sys.modules.get("ansible.plugins.callback.awx_display")
+    if mod is not None and hasattr(mod, "EventContext"):
+        mod.event_context = mod.EventContext()
+
+
 def preload() -> None:
     """Import what every run uses and load the plugins this environment names, so that
     children (and their task workers) inherit them instead of loading them again."""
@@ -360,8 +370,9 @@ def preload() -> None:
         (L.strategy_loader, [C.DEFAULT_STRATEGY]),
         (L.action_loader, ["normal", "raw", "command", "copy", "file", "template",
                            "include_role", "debug", "assert", "set_fact"]),
-        # not the stdout callback: ansible-runner's keeps its event directory from import time
-        (L.callback_loader, ["ansible.builtin.default", *C.CALLBACKS_ENABLED]),
+        # ansible-runner's stdout callback too: children renew its event context
+        (L.callback_loader, ["ansible.builtin.default", C.DEFAULT_STDOUT_CALLBACK,
+                             *C.CALLBACKS_ENABLED]),
         (L.inventory_loader, C.INVENTORY_ENABLED),
         (L.lookup_loader, ["template", "env", "file"]),
     ]

@@ -111,11 +111,10 @@ class DockerSubstrate(Substrate):
 
         started = time.monotonic()
         secs = max(1, int(timeout))
-        wrapped = f"timeout -k 5 {secs} bash -c {shlex.quote(cmd)}"
         api = self.client.api
         try:
-            exec_id = api.exec_create(node.host, ["bash", "-c", wrapped],
-                                      environment=env or {})["Id"]
+            exec_id = api.exec_create(node.host, ["timeout", "-k", "5", str(secs), "bash", "-c",
+                                                  cmd], environment=env or {})["Id"]
         except docker.errors.NotFound as exc:
             raise self._gone(node, exc) from exc
         out, err = api.exec_start(exec_id, demux=True) or (b"", b"")
