@@ -10,17 +10,19 @@ tell them apart.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.paths import TrialPaths
-from harness.substrates.base import ExecResult, Node, Substrate
+from harness.substrates.base import ExecResult, Node, Substrate, tar_bytes
 from harness.trajectory import CommandRecord, append_record
 
 TAIL = 2000
 MARKER = "HARNESS_SOURCE"
+UNPACK_FAILED = "harness: cannot unpack files into"
 HARNESS_MARK = "harness"
 
 
@@ -51,11 +53,26 @@ class TrialEnvironment:
 
     async def exec(self, cmd: str, timeout: float, node: Node | None = None,
                    env: dict[str, str] | None = None, record: bool = True,
-                   source: str = "agent") -> ExecResult:
+                   source: str = "agent", files: tuple[Path, str] | None = None
+                   ) -> ExecResult:
+        """Run `cmd` on `node` (the primary by default); record it unless `record=False`.
+
+        `files=(src, dest)`: first replace the node's `dest` with `src`'s contents, in the
+        same round trip (a tar on the command's stdin; `put` then `exec` takes two, plus an
+        archive extraction by the substrate). The record shows `cmd`. When the files cannot
+        be unpacked, `cmd` does not run: exit code 97, `UNPACK_FAILED` on stderr."""
         target = node or self.primary
         started = now_iso()
         env = {MARKER: source if record else HARNESS_MARK, **(env or {})}
-        result = await self.substrate.exec(target, cmd, timeout, env=env)
+        script, stdin = cmd, None
+        if files is not None:
+            src, dest = files
+            d = shlex.quote(dest)
+            script = (f"{{ rm -rf {d} && mkdir -p {d} && tar -x -C {d}; }} || "
+                      f"{{ echo {shlex.quote(UNPACK_FAILED + ' ' + dest)} >&2; exit 97; }}\n"
+                      + cmd)
+            stdin = tar_bytes(src)
+        result = await self.substrate.exec(target, script, timeout, env=env, stdin=stdin)
         if record:
             self.record(target.name, cmd, result, started, source)
         return result

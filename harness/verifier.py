@@ -121,19 +121,20 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate") -> Gat
     out_dir.mkdir(parents=True, exist_ok=True)
     result = GateResult(gate=gate)
     try:
-        prep = await env.exec("rm -rf /logs/verifier /tests && mkdir -p /logs/verifier /tests",
-                              timeout=60, record=False)
-        if not prep.ok:
-            raise RuntimeError(f"cannot prepare /logs/verifier: {prep.stderr.strip()[-300:]}")
-        await env.put(task.tests_dir, "/tests")
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
-        # test.sh, then (same exec, after a marker line) the reward files: one round trip
-        # less; its exit code is test.sh's. A run cut short reads them separately below.
+        # tests/ in (a fresh /tests), /logs/verifier emptied, test.sh, then (after a marker
+        # line) the reward files: one round trip; its exit code is test.sh's. A run cut short
+        # reads the files separately below.
         mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
         run: ExecResult = await env.exec(
+            "{ rm -rf /logs/verifier && mkdir -p /logs/verifier; } || exit 98\n"
             f"cd /tests && {exports + ' ' if exports else ''}bash /tests/test.sh; "
             f"hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc",
-            timeout=task.config.verifier.timeout_sec, record=False)
+            timeout=task.config.verifier.timeout_sec, record=False,
+            files=(task.tests_dir, "/tests"))
+        if run.exit_code in (97, 98) and mark not in run.stdout:
+            raise RuntimeError("cannot prepare /tests and /logs/verifier: "
+                               f"{run.stderr.strip()[-300:]}")
         stdout, sep, files_out = run.stdout.rpartition(f"\n{mark}\n")
         if not sep:
             stdout, files_out = run.stdout, (await env.exec(

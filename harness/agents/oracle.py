@@ -13,9 +13,8 @@ class OracleAgent(Agent):
         task = ctx.task
         if not task.has_solution:
             raise InputError("the oracle needs solution/solve.sh", file=str(task.solution_dir))
-        await env.put(task.solution_dir, "/solution")
         res = await env.exec("cd /solution && bash /solution/solve.sh", timeout=ctx.timeout_sec,
-                             source="oracle")
+                             source="oracle", files=(task.solution_dir, "/solution"))
         error = None if res.ok or res.timed_out else \
             f"solve.sh exited {res.exit_code}: {res.stderr.strip()[-300:]}"
         return AgentOutcome(exit_code=res.exit_code, timed_out=res.timed_out, error=error)

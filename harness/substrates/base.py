@@ -7,6 +7,9 @@ exec for agents, verifiers and probes, file upload, power, reboot, and sweeping 
 
 from __future__ import annotations
 
+import io
+import tarfile
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,8 +80,10 @@ class Substrate(ABC):
 
     @abstractmethod
     async def exec(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None = None) -> ExecResult:
-        """Run `cmd` with bash on `node` as root, killed after `timeout` seconds."""
+                   env: dict[str, str] | None = None, stdin: bytes | None = None
+                   ) -> ExecResult:
+        """Run `cmd` with bash on `node` as root, killed after `timeout` seconds; `stdin`
+        (when given) is its standard input, then end of file."""
 
     @abstractmethod
     async def put(self, node: Node, src: Path, dest: str) -> None:
@@ -122,3 +127,28 @@ class Substrate(ABC):
         """Running nodes of matching trials by trial id, reachable through `exec` (gc uses
         them to heal faults from the node-side ledgers before removing the trials)."""
         return {}
+
+
+def tar_bytes(src: Path, top: str = "") -> bytes:
+    """`src` (a directory's contents, or the file) as a tar owned by root (as the node should
+    see it, whoever runs the harness); under a new directory `top` (mode 0755) when given."""
+
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if top:
+            info = tarfile.TarInfo(top)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+            tar.addfile(as_root(info))
+        prefix = f"{top}/" if top else ""
+        if src.is_dir():
+            for p in sorted(src.rglob("*")):
+                tar.add(p, arcname=prefix + p.relative_to(src).as_posix(), recursive=False,
+                        filter=as_root)
+        else:
+            tar.add(src, arcname=prefix + src.name, filter=as_root)
+    return buf.getvalue()

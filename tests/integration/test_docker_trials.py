@@ -245,3 +245,30 @@ def test_what_destroy_leaves_is_recorded_as_a_leak_and_removed(seed_task, tmp_pa
     assert rec.leaks == [f"docker volume hx-{rec.trial_id}-leak"]
     assert labeled(rec.trial_id) == []
     assert json.loads(trial.paths.result.read_text())["leaks"] == rec.leaks
+
+
+class FilesAgent(Agent):
+    """Sends files with a command (exec `files=`): into a fresh directory, and where they
+    cannot go."""
+
+    name = "files"
+
+    async def run(self, instruction, env, ctx):
+        await env.exec("mkdir -p /drop && touch /drop/stale", timeout=30)
+        self.ok = await env.exec("stat -c '%U %a %n' /drop/test.sh; ls /drop", timeout=30,
+                                 files=(ctx.task.tests_dir, "/drop"))
+        self.bad = await env.exec("echo ran", timeout=30,
+                                  files=(ctx.task.tests_dir, "/etc/hostname/sub"))
+        return AgentOutcome()
+
+
+def test_exec_with_files_replaces_the_directory_and_refuses_clearly(seed_task, tmp_path):
+    from harness.environment import UNPACK_FAILED
+
+    agent = FilesAgent()
+    rec = asyncio.run(make_trial(seed_task("hello-docker"), agent, tmp_path).run())
+    assert rec.leaks == []
+    assert agent.ok.exit_code == 0, agent.ok.stderr
+    assert agent.ok.stdout.splitlines() == ["root 755 /drop/test.sh", "test.sh"]
+    assert agent.bad.exit_code == 97 and "ran" not in agent.bad.stdout
+    assert f"{UNPACK_FAILED} /etc/hostname/sub" in agent.bad.stderr

@@ -8,10 +8,8 @@ destroys; the Docker SDK execs, uploads, powers and sweeps. Every object carries
 from __future__ import annotations
 
 import asyncio
-import io
 import ipaddress
 import shlex
-import tarfile
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,7 +17,7 @@ from typing import Any
 from harness.config import Settings, load_settings
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import TERRAFORM_MODULES
-from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
+from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec, tar_bytes
 from harness.substrates.docker import network
 from harness.substrates.docker.image import image_tag, task_image
 
@@ -104,9 +102,10 @@ class DockerSubstrate(Substrate):
         return SubstrateError("docker", f"container {node.host} is gone ({exc})")
 
     def _exec_sync(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None) -> ExecResult:
+                   env: dict[str, str] | None, stdin: bytes | None = None) -> ExecResult:
         """exec create/start/inspect by container name (the SDK's Container object would
-        cost an inspect per call)."""
+        cost an inspect per call). With `stdin`, the exec's attached socket gets it and is
+        then half-closed (the command sees end of file)."""
         import docker
 
         started = time.monotonic()
@@ -114,10 +113,14 @@ class DockerSubstrate(Substrate):
         api = self.client.api
         try:
             exec_id = api.exec_create(node.host, ["timeout", "-k", "5", str(secs), "bash", "-c",
-                                                  cmd], environment=env or {})["Id"]
+                                                  cmd], environment=env or {},
+                                      stdin=stdin is not None)["Id"]
         except docker.errors.NotFound as exc:
             raise self._gone(node, exc) from exc
-        out, err = api.exec_start(exec_id, demux=True) or (b"", b"")
+        if stdin is None:
+            out, err = api.exec_start(exec_id, demux=True) or (b"", b"")
+        else:
+            out, err = _exec_with_stdin(api, exec_id, stdin)
         code = api.exec_inspect(exec_id).get("ExitCode")
         code = code if code is not None else -1
         return ExecResult(exit_code=code, stdout=(out or b"").decode(errors="replace"),
@@ -125,26 +128,9 @@ class DockerSubstrate(Substrate):
                           seconds=time.monotonic() - started, timed_out=code in (124, 137))
 
     async def exec(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None = None) -> ExecResult:
-        return await asyncio.to_thread(self._exec_sync, node, cmd, timeout, env)
-
-    @staticmethod
-    def _tar(src: Path, top: str = "") -> bytes:
-        """`src` (a directory's contents, or the file) as a tar; under a new directory
-        `top` (mode 0755, root, as `mkdir` makes it) when given."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            if top:
-                info = tarfile.TarInfo(top)
-                info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
-                tar.addfile(info)
-            prefix = f"{top}/" if top else ""
-            if src.is_dir():
-                for p in sorted(src.rglob("*")):
-                    tar.add(p, arcname=prefix + p.relative_to(src).as_posix(), recursive=False)
-            else:
-                tar.add(src, arcname=prefix + src.name)
-        return buf.getvalue()
+                   env: dict[str, str] | None = None, stdin: bytes | None = None
+                   ) -> ExecResult:
+        return await asyncio.to_thread(self._exec_sync, node, cmd, timeout, env, stdin)
 
     def _put_sync(self, node: Node, src: Path, dest: str) -> None:
         import docker
@@ -153,18 +139,18 @@ class DockerSubstrate(Substrate):
         dest_path = PurePosixPath(dest)
         try:
             try:  # the destination usually exists (the verifier makes /tests): no mkdir exec
-                ok = api.put_archive(host, dest, self._tar(src))
+                ok = api.put_archive(host, dest, tar_bytes(src))
             except docker.errors.NotFound:
                 if dest_path.parent == PurePosixPath("/") and dest_path.name:
                     # a new top-level directory (e.g. /solution): made by the archive itself
-                    ok = api.put_archive(host, "/", self._tar(src, dest_path.name))
+                    ok = api.put_archive(host, "/", tar_bytes(src, dest_path.name))
                 else:
                     res = self._exec_sync(node, f"mkdir -p {shlex.quote(dest)}", 60, None)
                     if res.exit_code != 0:
                         raise SubstrateError("docker", f"cannot create {node.name}:{dest}: "
                                              f"{res.stderr.strip() or res.exit_code}"
                                              ) from None
-                    ok = api.put_archive(host, dest, self._tar(src))
+                    ok = api.put_archive(host, dest, tar_bytes(src))
         except docker.errors.APIError as exc:
             raise SubstrateError("docker", f"upload of {src} to {node.name}:{dest} failed "
                                  f"({exc.explanation}); Docker cannot write into tmpfs mounts "
@@ -279,3 +265,24 @@ def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
 
 def _container_name(c: dict) -> str:
     return ((c.get("Names") or [""])[0].lstrip("/")) or c["Id"][:12]
+
+
+def _exec_with_stdin(api, exec_id: str, data: bytes) -> tuple[bytes, bytes]:
+    """Start an exec created with stdin, send `data`, half-close, read (stdout, stderr)."""
+    import socket
+
+    from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
+
+    sock = api.exec_start(exec_id, socket=True)
+    raw = getattr(sock, "_sock", sock)
+    try:
+        try:
+            raw.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the command ended without reading it all: its output says why
+        raw.shutdown(socket.SHUT_WR)
+        out, err = consume_socket_output(
+            (demux_adaptor(*frame) for frame in frames_iter(sock, False)), demux=True)
+    finally:
+        sock.close()
+    return out or b"", err or b""

@@ -104,9 +104,9 @@ async def run(argv: list[str], timeout: float, stdin: bytes | None = None) -> Ex
 
 
 async def exec_on(host: str, key: Path, cmd: str, timeout: float,
-                  env: dict[str, str] | None = None) -> ExecResult:
+                  env: dict[str, str] | None = None, stdin: bytes | None = None) -> ExecResult:
     argv = [*ssh_argv(host, key), remote_command(cmd, timeout, env)]
-    result = await run(argv, timeout + 15)
+    result = await run(argv, timeout + 15, stdin=stdin)
     if result.exit_code == 124 and result.seconds >= timeout:
         return ExecResult(124, result.stdout, result.stderr, result.seconds, timed_out=True)
     return result
