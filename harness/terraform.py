@@ -88,6 +88,12 @@ def write_cli_config(path: Path | None = None, mirror: Path | None = None) -> Pa
     return path
 
 
+# Terraform and its providers: collect garbage less often than Go's default 100 (a CLI
+# command lives a second or two and spends a good part of its CPU in the collector; the
+# shared provider's heap is small). GOGC set by the caller wins.
+GO_ENV = {"GOGC": "400"}
+
+
 class Terraform1(python_terraform.Terraform):
     """python-terraform with init/apply/destroy fixed for Terraform 1.x, and `cmd` taking
     extra environment variables for one command (`env=`)."""
@@ -99,7 +105,7 @@ class Terraform1(python_terraform.Terraform):
         kwargs.pop("capture_output", None)
         cmds = self.generate_cmd_string(cmd, *args, **kwargs)
         proc = subprocess.run(cmds, capture_output=True, cwd=self.working_dir or None,
-                              env={**os.environ, **(env or {})})
+                              env={**GO_ENV, **os.environ, **(env or {})})
         if proc.returncode == 0:
             self.read_state_file()
         self.temp_var_files.clean_up()
@@ -164,7 +170,8 @@ class ProviderServer:
             self.proc = subprocess.Popen(
                 ["sh", "-c", self._SCRIPT, str(self.binary), str(out)], stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                env={**{k: v for k, v in os.environ.items() if not k.startswith("TF_LOG")},
+                env={**GO_ENV,
+                     **{k: v for k, v in os.environ.items() if not k.startswith("TF_LOG")},
                      **dict.fromkeys(("TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_PROVIDER",
                                       "TF_LOG_SDK_HELPER_SCHEMA"), "OFF")})
             deadline = time.monotonic() + self.start_timeout
