@@ -19,6 +19,20 @@ if TYPE_CHECKING:
     from harness.task import Task
 
 
+# Until systemd (when it is PID 1) has finished booting, at most LIMIT seconds; prints its
+# state. Right after a (re)start `systemctl` cannot reach systemd yet ("Failed to connect
+# to bus") and returns at once: ask again (as roles/harness_node_ready does).
+BOOT_WAIT_SH = """[ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] || exit 0
+end=$((SECONDS + LIMIT)); state=""
+while [ $((end - SECONDS)) -gt 0 ]; do
+  state=$(timeout $((end - SECONDS)) systemctl is-system-running --wait 2>/dev/null) || true
+  case "$state" in running|degraded|maintenance|stopping) break ;; esac
+  sleep 0.1
+done
+echo "$state"
+"""
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """What one command returned on a node."""
@@ -113,8 +127,7 @@ class Substrate(ABC):
         booting, so that what is checked next sees the node's services as boot left them;
         returns systemd's state ("running", "degraded", ...; "" when unknown)."""
         limit = max(1, int(timeout))
-        res = await self.exec(node, "[ \"$(cat /proc/1/comm)\" = systemd ] || exit 0; "
-                                    f"timeout {limit} systemctl is-system-running --wait || true",
+        res = await self.exec(node, BOOT_WAIT_SH.replace("LIMIT", str(limit)),
                               timeout=timeout + 15)
         return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
 

@@ -272,3 +272,27 @@ def test_exec_with_files_replaces_the_directory_and_refuses_clearly(seed_task, t
     assert agent.ok.stdout.splitlines() == ["root 755 /drop/test.sh", "test.sh"]
     assert agent.bad.exit_code == 97 and "ran" not in agent.bad.stdout
     assert f"{UNPACK_FAILED} /etc/hostname/sub" in agent.bad.stderr
+
+
+def test_reboot_returns_only_once_systemd_has_booted(seed_task, tmp_path):
+    """Right after a container restart `systemctl` cannot reach systemd yet and returns at
+    once; reboot() asks again until boot has finished (seen as a flaky durability gate)."""
+    from harness.faults.sweep import kept_environment
+
+    trial = make_trial(seed_task("hello-docker"), "nop", tmp_path, keep=True)
+    asyncio.run(trial.run())
+    try:
+        env, _ = kept_environment(trial.paths.root)
+
+        async def reboot_then_state() -> str:
+            await env.substrate.reboot(env.primary)
+            res = await env.exec("systemctl is-system-running || true", timeout=30,
+                                 record=False)
+            return res.stdout.strip()
+
+        states = [asyncio.run(reboot_then_state()) for _ in range(3)]
+        assert all(s in ("running", "degraded") for s in states), states
+    finally:
+        subprocess.run([sys.executable, "-m", "harness.cli", "gc", "--trial", trial.trial_id],
+                       capture_output=True, cwd=REPO, timeout=300)
+    assert labeled(trial.trial_id) == []
