@@ -18,8 +18,9 @@ and runs the same CLI, so a run costs only its own work.
   Python's path) is not forked from the primed image: the child execs a fresh
   ansible-playbook instead, so the result is always what a plain run gives.
 - Signals the client gets (ansible-runner's cancel and timeout) are forwarded to its child;
-  a client that goes away kills its child's process group; the server exits when the
-  process that started it does, or on SIGTERM.
+  the run of a client that goes away is ended (SIGTERM, which ansible-playbook passes on
+  to its task workers, then SIGKILL); the server exits when the process that started it
+  does, or on SIGTERM.
 
 Protocol (SOCK_SEQPACKET): the client sends one JSON packet {argv, env, cwd} with its fds
 0-2 attached; the server answers {"pid": N}, then {"rc": N} when the child has exited.
@@ -32,6 +33,7 @@ import json
 import os
 import re
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -118,10 +120,7 @@ def delegate(path: str) -> int | None:
         except InterruptedError:
             continue
     if not msg:  # the server died: do not leave its child running for nobody
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
+        _signal_group(pid, signal.SIGKILL)
         print("ansible-playbook: the harness's playbook server went away", file=sys.stderr)
         return 1
     return int(json.loads(msg)["rc"])
@@ -162,6 +161,7 @@ class Server:
         self.sel.register(wake_r, selectors.EVENT_READ, ("wake", None))
         while not self.stopping and os.getppid() == self.parent:
             self._step()
+        self.sel.unregister(self.listener)  # no new run while the last ones end
         for pid in list(self.runs):
             self._end(pid)
         while self.runs:
@@ -389,9 +389,13 @@ def preload() -> None:
 
 
 def main() -> None:
+    """`playbook_server.py DIR`: serve on DIR/sock (DIR is the server's: removed at exit)."""
     if len(sys.argv) != 2:
-        sys.exit("usage: playbook_server.py SOCKET")
-    Server(sys.argv[1]).serve()
+        sys.exit("usage: playbook_server.py DIR")
+    try:
+        Server(os.path.join(sys.argv[1], "sock")).serve()
+    finally:
+        shutil.rmtree(sys.argv[1], ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ PLAYBOOK_SERVER = ANSIBLE_PLUGINS / "playbook_server.py"
 
 class PlaybookServer:
     """This process's ansible-playbook fork server, started on first use and stopped at
-    exit (it also exits by itself when this process dies, even by kill -9)."""
+    exit (it also exits by itself, and removes its directory, when this process dies, even
+    by kill -9)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -58,7 +59,7 @@ class PlaybookServer:
         path = os.path.join(self._dir, "sock")
         with open(os.path.join(self._dir, "server.log"), "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, str(PLAYBOOK_SERVER), path], stdin=subprocess.DEVNULL,
+                [sys.executable, str(PLAYBOOK_SERVER), self._dir], stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True, cwd="/")
         deadline = time.monotonic() + 10
         while not os.path.exists(path):

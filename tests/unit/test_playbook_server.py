@@ -87,8 +87,10 @@ def test_settings_fixed_at_import_run_plain(tmp_path, monkeypatch):
 
 
 def _run_processes(server: str) -> list[str]:
-    """The server's own process and every process forked from it (runs, task workers)."""
-    res = subprocess.run(["pgrep", "-f", server], capture_output=True, text=True)
+    """The server's own process and every process forked from it (runs, task workers): all
+    have the server's command line, which names its directory."""
+    res = subprocess.run(["pgrep", "-f", os.path.dirname(server)], capture_output=True,
+                         text=True)
     return res.stdout.split()
 
 
@@ -106,7 +108,7 @@ def test_timeout_ends_the_run_and_its_workers(tmp_path):
     assert _run_processes(server) == [str(PLAYBOOK_SERVER_PROCESS._proc.pid)]
 
 
-def test_a_dead_server_is_replaced(tmp_path):
+def test_a_dead_server_is_replaced_and_a_stopped_one_leaves_nothing(tmp_path):
     book = _book(tmp_path, FORKED)
     run_playbook(_trial(tmp_path, "a"), "probe", [], {}, playbook=book, timeout=120)
     os.kill(PLAYBOOK_SERVER_PROCESS._proc.pid, signal.SIGKILL)
@@ -114,3 +116,24 @@ def test_a_dead_server_is_replaced(tmp_path):
     paths = _trial(tmp_path, "b")
     run_playbook(paths, "probe", [], {}, playbook=book, timeout=120)
     assert "forked=1" in _said(paths, "probe")
+    where = os.path.dirname(PLAYBOOK_SERVER_PROCESS.socket())
+    PLAYBOOK_SERVER_PROCESS.stop()
+    assert not os.path.exists(where) and _run_processes(os.path.join(where, "sock")) == []
+
+
+def test_the_server_follows_its_harness_process_even_after_kill_9():
+    import sys
+
+    owner = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom harness.ansible import PLAYBOOK_SERVER_PROCESS"
+         " as P\nprint(P.socket(), flush=True)\ntime.sleep(600)"],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "HARNESS_ANSIBLE_FORK_SERVER": "1"})
+    sock = owner.stdout.readline().strip()
+    assert sock and _run_processes(sock), "the server runs"
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 15
+    while (_run_processes(sock) or os.path.exists(os.path.dirname(sock))) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _run_processes(sock) == [] and not os.path.exists(os.path.dirname(sock))
