@@ -119,10 +119,10 @@ class Trial:
         self._early: EarlyPrepare | None = None
         self.tf = TrialTerraform(self.paths)
 
-    def _blocking(self, fn, *args):
+    def _blocking(self, fn, *args, **kwargs):
         """Run blocking work (terraform, ansible, SDK calls) in a thread, remembered so that
         teardown can wait for it: a cancelled await does not stop the thread."""
-        cf = _EXECUTOR.submit(fn, *args)
+        cf = _EXECUTOR.submit(fn, *args, **kwargs)
         self._pending.append(cf)
         return asyncio.wrap_future(cf)
 
@@ -206,8 +206,8 @@ class Trial:
         write_inventory(self.paths, inventory)
         gate = Gate(self.paths.ansible("prepare") / "gate")
         future = self._blocking(run_playbook, self.paths, "prepare", ["setup", "bootstrap"],
-                                task_extravars(self.task, self.paths), self.task.path, None,
-                                1800, gate, prepare_skip_tags(self.task))
+                                task_extravars(self.task, self.paths), self.task.path,
+                                gate=gate, skip_tags=prepare_skip_tags(self.task))
         future.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen or not
         return EarlyPrepare(inventory, gate, future)
 
@@ -227,7 +227,7 @@ class Trial:
             else:
                 plays = await self._blocking(run_playbook, self.paths, "prepare",
                                              ["setup", "bootstrap"], extra, self.task.path,
-                                             None, 1800, None, prepare_skip_tags(self.task))
+                                             skip_tags=prepare_skip_tags(self.task))
             failed_play = None
         except AnsibleError as exc:
             plays, failed_play = [], exc
