@@ -115,6 +115,18 @@ def _kvm() -> Check:
                  "type=qemu (TCG)")
 
 
+def _kvm_device() -> Check | None:
+    if not os.path.exists("/dev/kvm") or not shutil.which("virsh"):
+        return None
+    from harness.substrates.libvirt.host import KVM_DEVICE_FIX, kvm_device_problem
+
+    problem = kvm_device_problem()
+    if problem is None:
+        return Check("/dev/kvm", "PASS", "root:kvm, group read-write (libvirt's QEMU "
+                     "capabilities cache stays valid)")
+    return Check("/dev/kvm", "WARN", problem, KVM_DEVICE_FIX)
+
+
 def _disk() -> Check:
     home = harness_home()
     home.mkdir(parents=True, exist_ok=True)
@@ -125,5 +137,6 @@ def _disk() -> Check:
 
 
 def run_checks() -> list[Check]:
-    checks = _docker() + _terraform() + _ansible() + _libvirt() + [_kvm(), _disk()]
-    return checks
+    checks = _docker() + _terraform() + _ansible() + _libvirt() + [_kvm(), _kvm_device(),
+                                                                    _disk()]
+    return [c for c in checks if c is not None]

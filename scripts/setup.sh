@@ -56,6 +56,14 @@ else
   for _ in $(seq 30); do virsh -c qemu:///system version >/dev/null 2>&1 && break; sleep 1; done
   virsh -c qemu:///system version >/dev/null 2>&1 && echo "libvirtd started" || echo "WARNING: libvirtd not reachable: VM substrates unavailable"
 fi
+# Without udev, /dev/kvm stays root:root 0600. libvirt then probes QEMU with KVM (as root)
+# but finds /dev/kvm unusable by its qemu user on every later call, so it throws its
+# capabilities cache away and re-probes both QEMU binaries (~8 s each) on nearly every API
+# call: ~80 s per domain created. Debian's udev rule (root:kvm 0660) makes the two agree.
+if [[ -c /dev/kvm ]] && getent group kvm >/dev/null && [[ $(stat -c %G:%a /dev/kvm) != kvm:660 ]]; then
+  $SUDO chgrp kvm /dev/kvm && $SUDO chmod 0660 /dev/kvm
+  echo "/dev/kvm set to root:kvm 0660 (Debian's udev default; no udev runs here)"
+fi
 
 step "virtualenv (.venv)"
 PY=${PYTHON:-python3}

@@ -305,6 +305,9 @@ class LibvirtSubstrate(Substrate):
         if not binary.exists():
             raise PreflightError(f"provider {ns}/{ptype} {version} is not in the mirror "
                                  f"({binary}); run scripts/providers/libvirt.sh")
+        problem = host.kvm_device_problem()
+        if problem:
+            warnings.warn(f"{problem}; fix: {host.KVM_DEVICE_FIX}", stacklevel=2)
         disk = image_dir() / "disk.qcow2"
         if not disk.exists():
             raise PreflightError(f"vm base image not built ({disk}); run "

@@ -248,6 +248,28 @@ def taken_subnets(uri: str) -> set[ipaddress.IPv4Network]:
     return taken
 
 
+KVM_DEVICE_FIX = "chgrp kvm /dev/kvm && chmod 0660 /dev/kvm   (or scripts/setup.sh)"
+
+
+def kvm_device_problem() -> str | None:
+    """None when /dev/kvm is as Debian's udev rule leaves it (root:kvm 0660), else what is
+    wrong. Without udev it stays root-only 0600: libvirt probes QEMU with KVM (as root),
+    then finds /dev/kvm unusable by its qemu user, drops its capabilities cache and
+    re-probes QEMU on nearly every API call (a domain start then takes minutes)."""
+    import grp
+    import stat
+
+    try:
+        st = os.stat("/dev/kvm")
+        kvm_gid = grp.getgrnam("kvm").gr_gid
+    except (OSError, KeyError):
+        return None
+    if st.st_gid == kvm_gid and stat.S_IMODE(st.st_mode) & 0o060 == 0o060:
+        return None
+    return (f"/dev/kvm is mode {stat.S_IMODE(st.st_mode):o}, gid {st.st_gid}: libvirt "
+            "re-probes QEMU on every call (each VM start takes minutes)")
+
+
 def kvm_works(kernel: Path, timeout: float = 20.0) -> tuple[bool, str]:
     """Boot `kernel` under KVM up to its "no root" panic; a hang or a failure says no.
 
