@@ -30,6 +30,7 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     image_overrides: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_OVERRIDES))
+    docker_host: str = ""  # the harness's own engine (its socket) when empty
     docker_pool: str = "10.213.0.0/16"
     docker_prefix: int = Field(default=24, ge=16, le=28)
 

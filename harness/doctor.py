@@ -24,15 +24,23 @@ class Check:
 
 
 def _docker() -> list[Check]:
-    try:
-        import docker
+    from harness import firewall
+    from harness.substrates.docker import engine
 
-        client = docker.from_env(timeout=5)
-        version = client.version().get("Version", "?")
-        checks = [Check("dockerd", "PASS", f"Docker engine {version} reachable")]
+    try:
+        st = engine.status()
     except Exception as exc:
-        return [Check("dockerd", "FAIL", f"not reachable: {exc}"[:200],
-                      f"{SETUP} (it installs docker.io and starts dockerd)")]
+        return [Check("docker engine", "FAIL", f"not reachable: {exc}"[:200],
+                      f"sudo {SETUP} (it starts the harness's own Docker engine)")]
+    hardened = st["userns"] and st["cgroupns"] and st["runtime"] == "hx-runc"
+    detail = (f"harness engine {st['version']} at {st['host']}: userns-remap "
+              f"{'on' if st['userns'] else 'OFF'}, cgroupns "
+              f"{'private' if st['cgroupns'] else 'OFF'}, runtime {st['runtime']}")
+    checks = [Check("docker engine", "PASS" if hardened else "FAIL", detail,
+                    "" if hardened else f"sudo {SETUP}")]
+    ok, how = firewall.loaded()
+    checks.append(Check("trial firewall", "PASS" if ok else "FAIL", how,
+                        "" if ok else f"sudo {SETUP}"))
     from harness.images import docker_base_status
 
     ok, desc = docker_base_status()

@@ -53,14 +53,15 @@ class TrialEnvironment:
 
     async def exec(self, cmd: str, timeout: float, node: Node | None = None,
                    env: dict[str, str] | None = None, record: bool = True,
-                   source: str = "agent", files: tuple[Path, str] | None = None
-                   ) -> ExecResult:
+                   source: str = "agent", files: tuple[Path, str] | None = None,
+                   toolbox: str | None = None) -> ExecResult:
         """Run `cmd` on `node` (the primary by default); record it unless `record=False`.
 
         `files=(src, dest)`: first replace the node's `dest` with `src`'s contents, in the
         same round trip (a tar on the command's stdin; `put` then `exec` takes two, plus an
         archive extraction by the substrate). The record shows `cmd`. When the files cannot
-        be unpacked, `cmd` does not run: exit code 97, `UNPACK_FAILED` on stderr."""
+        be unpacked, `cmd` does not run: exit code 97, `UNPACK_FAILED` on stderr.
+        `toolbox`: see `Substrate.exec`."""
         target = node or self.primary
         started = now_iso()
         env = {MARKER: source if record else HARNESS_MARK, **(env or {})}
@@ -72,7 +73,8 @@ class TrialEnvironment:
                       f"{{ echo {shlex.quote(UNPACK_FAILED + ' ' + dest)} >&2; exit 97; }}\n"
                       + cmd)
             stdin = tar_bytes(src)
-        result = await self.substrate.exec(target, script, timeout, env=env, stdin=stdin)
+        result = await self.substrate.exec(target, script, timeout, env=env, stdin=stdin,
+                                           toolbox=toolbox)
         if record:
             self.record(target.name, cmd, result, started, source)
         return result

@@ -46,15 +46,9 @@ def recipe_hash(packages: list[str] = DOCKER_PACKAGES) -> str:
 
 
 def _docker_client():
-    import docker
+    from harness.substrates.docker import engine
 
-    try:
-        client = docker.from_env()
-        client.ping()
-        return client
-    except Exception as exc:  # docker.errors.DockerException and socket errors
-        raise PreflightError(
-            f"cannot reach dockerd ({exc}); run scripts/setup.sh or start dockerd") from exc
+    return engine.client()
 
 
 def docker_base_status() -> tuple[bool, str]:
@@ -96,7 +90,10 @@ def build_docker_base(force: bool = False, log=print) -> str:
         ]
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."],
                                stdout=subprocess.PIPE)
-        imp = subprocess.run(["docker", "import", *changes, "-", DOCKER_BASE],
+        from harness.substrates.docker import engine
+
+        imp = subprocess.run(["docker", "-H", engine.docker_host(), "import", *changes, "-",
+                              DOCKER_BASE],
                              stdin=tar.stdout, capture_output=True, text=True)
         tar.stdout.close()
         tar.kill()

@@ -45,7 +45,7 @@ def render_trial(run_dir: Path, t: PlannedTrial, task, sub, campaign: str) -> No
                      if hasattr(sub, "planned_image") else "")
     tf_vars = sub.plan_vars(spec) if hasattr(sub, "plan_vars") else sub.terraform_vars(spec)
     write_root(paths, render_root(sub.terraform_module(), paths.terraform, tf_vars,
-                                  providers_for(sub.name)))
+                                  providers_for(sub.name), sub.provider_config()))
     if hasattr(sub, "planned_outputs"):
         write_inventory(paths, sub.inventory(spec, sub.nodes(spec, sub.planned_outputs(
             tf_vars))))

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 SCHEMA_VERSION = 1
 Status = Literal["passed", "failed", "agent_timeout", "agent_error", "verifier_error",
-                 "setup_error", "uncovered", "cancelled"]
+                 "setup_error", "uncovered", "tampered", "cancelled"]
 RISK_TYPES = ("destructive_fs", "disk_raid_lvm", "network_disruption", "privilege_bypass",
               "unsafe_restart", "cross_service", "harness_probing")
 

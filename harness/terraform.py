@@ -279,8 +279,10 @@ def stop_provider_servers() -> None:
 
 
 def render_root(module_dir: Path, root_dir: Path, variables: dict[str, Any],
-                providers: dict[str, dict] | None = None) -> dict[str, Any]:
-    """The root module as a dict: providers pinned, one `trial` module call, its outputs."""
+                providers: dict[str, dict] | None = None,
+                provider_config: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The root module as a dict: providers pinned and configured (`provider_config`, from
+    the substrate: e.g. the docker engine's endpoint), one `trial` module call, its outputs."""
     providers = providers or {}
     source = os.path.relpath(module_dir, root_dir)
     if not source.startswith("."):
@@ -293,8 +295,8 @@ def render_root(module_dir: Path, root_dir: Path, variables: dict[str, Any],
             "network": {"value": "${module.trial.network}"},
         },
     }
-    if "docker" in providers:
-        doc["provider"] = {"docker": {"host": "unix:///var/run/docker.sock"}}
+    if provider_config:
+        doc["provider"] = {k: dict(v) for k, v in provider_config.items()}
     return doc
 
 

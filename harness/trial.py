@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from harness import __version__
+from harness import __version__, integrity
 from harness.agents import Agent, AgentContext
 from harness.ansible import (
     Gate,
@@ -167,7 +167,8 @@ class Trial:
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
         write_root(self.paths, render_root(self.substrate.terraform_module(),
                                            self.paths.terraform, tf_vars,
-                                           providers_for(self.substrate.name)))
+                                           providers_for(self.substrate.name),
+                                           self.substrate.provider_config()))
         early = self._start_prepare_early(tf_vars)
         try:
             outputs = await self._blocking(self.tf.apply)
@@ -257,6 +258,10 @@ class Trial:
             await self._phase("agent_setup", self.agent.setup(self.env))
         except Exception as exc:
             raise PreWindowError("agent_setup", exc) from exc
+        try:
+            await integrity.baseline(self.env)
+        except Exception as exc:
+            raise PreWindowError("integrity_baseline", exc) from exc
 
     async def run(self) -> TrialRecord:
         """Run the trial to a record; tear down unless kept; re-raise only cancellation."""
@@ -333,17 +338,23 @@ class Trial:
             risk = await asyncio.to_thread(self._risk_and_atif, outcome)
             gate: GateResult = await self._phase("verify", run_verifier(
                 self.env, self.task, self.paths.verifier("immediate")))
+            self._integrity_events(gate)
             self.event("verifier.result", reward=gate.reward, error=gate.error)
-            if gate.uncovered:
+            if gate.tampered:
+                status, error = "tampered", {
+                    "type": "Tampering", "message": "; ".join(
+                        f"{n}: {', '.join(lines[:5])}" for n, lines in gate.tampered.items())}
+            elif gate.uncovered:
                 status, error = "uncovered", gate.error
             elif gate.error:
                 status, error = "verifier_error", gate.error
             elif status is None:
                 status = "passed" if (gate.reward or 0.0) >= 1.0 - 1e-9 else "failed"
+                error = gate.note if status == "failed" else None
             rec = self._record(status, started, error=error, gate=gate)
             if api is not None and api.error and rec.error is None:
                 rec.error = {"type": "ScenarioError", "message": api.error[:2000]}
-            if not gate.uncovered and gates_for(self.task):
+            if not gate.uncovered and not gate.tampered and gates_for(self.task):
                 rec.gates.update(await self._phase("gates", run_gates(GateContext(
                     self.env, self.task, faults, self.event,
                     scenario.probe if scenario else None))))
@@ -355,6 +366,12 @@ class Trial:
             uninstall()
             if faults.ledger.path.exists():
                 await asyncio.shield(self._phase("heal", faults.heal_all()))
+
+    def _integrity_events(self, gate: GateResult) -> None:
+        for node, killed in gate.killed.items():
+            self.event("verifier.leftovers_killed", node=node, processes=killed)
+        for node, lines in gate.tampered.items():
+            self.event("verifier.tampering", node=node, evidence=lines)
 
     def _live_risk(self, index: int, rec) -> None:
         """Classify each command as the agent runs it; findings go to events.jsonl now

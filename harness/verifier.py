@@ -1,9 +1,10 @@
 """Run a task's tests/test.sh after the agent window and parse what it wrote.
 
-Contract (DESIGN section 3): `tests/` is copied in only now, `/logs/verifier` is emptied
-first; test.sh writes `/logs/verifier/reward.txt` (a float) or `reward.json`
+Contract (DESIGN section 3): `tests/` is copied in only now, `/logs/verifier` is new and
+empty; test.sh writes `/logs/verifier/reward.txt` (a float) or `reward.json`
 (`{"reward": r, "checks": [...] | {"name": bool}}`). Missing or malformed output is a
-verifier error carrying the file's text, never a silent 0.
+verifier error carrying the file's text, never a silent 0; so is a positive reward from a
+run that exited non-zero or timed out, and a reward its own scored checks contradict.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from harness.substrates.base import ExecResult
 
 PHASES = ("functional", "durability", "cleanup")
 _READ_FILES = ("(cd /logs/verifier 2>/dev/null && for f in reward.json reward.txt; do "
@@ -42,11 +41,16 @@ class GateResult:
     uncovered: bool = False
     exit_code: int | None = None
     seconds: float = 0.0
+    note: dict[str, Any] | None = None
+    killed: dict[str, list[dict]] = field(default_factory=dict)
+    tampered: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"reward": self.reward, "checks": self.checks}
         if self.error:
             out["error"] = self.error
+        if self.tampered:
+            out["tampered"] = self.tampered
         return out
 
 
@@ -82,7 +86,9 @@ def parse_reward(json_text: str | None, txt_text: str | None) -> tuple[float, li
             raise VerifierOutputError(f"reward.json is not JSON: {exc}", json_text) from exc
         if not isinstance(doc, dict):
             raise VerifierOutputError("reward.json must be an object", json_text)
-        raw_checks = doc.get("checks") or []
+        raw_checks = doc.get("checks", [])
+        if raw_checks is None:
+            raw_checks = []
         try:
             if isinstance(raw_checks, dict):
                 checks = [_check(k, v) for k, v in raw_checks.items()]
@@ -116,33 +122,49 @@ def parse_reward(json_text: str | None, txt_text: str | None) -> tuple[float, li
     raise VerifierOutputError("test.sh wrote neither /logs/verifier/reward.json nor reward.txt")
 
 
-async def run_verifier(env, task, out_dir: Path, gate: str = "immediate") -> GateResult:
-    """Copy tests/ in, run test.sh on the primary node, parse and keep its output."""
+async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
+                       integrity: bool = True) -> GateResult:
+    """Run test.sh on the primary node and parse what it wrote (see the module docstring).
+
+    With `integrity` (every gate after the agent window; not the scenario's in-window
+    probes): on every node a fresh toolbox arrives, the agent's leftovers are stopped and
+    tampering is looked for (`harness.integrity`); a tampered environment is not verified
+    at all (reward 0). test.sh then runs in a private mount namespace whose /logs/verifier
+    is a new, empty tmpfs nothing else can see, under the toolbox's shell and timeout, with
+    the toolbox first on PATH; the reward is read from that same run."""
+    from harness import integrity as integ
+
     out_dir.mkdir(parents=True, exist_ok=True)
     result = GateResult(gate=gate)
+    toolboxes: dict[str, str] = {}
     try:
-        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
-        # tests/ in (a fresh /tests), /logs/verifier emptied, test.sh, then (after a marker
-        # line) the reward files: one round trip; its exit code is test.sh's. A run cut short
-        # reads the files separately below.
-        mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
-        run: ExecResult = await env.exec(
-            "{ rm -rf /logs/verifier && mkdir -p /logs/verifier; } || exit 98\n"
-            f"cd /tests && {exports + ' ' if exports else ''}bash /tests/test.sh; "
-            f"hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc",
-            timeout=task.config.verifier.timeout_sec, record=False,
-            files=(task.tests_dir, "/tests"))
+        if integrity:
+            for node in env.nodes:
+                toolboxes[node.name] = await integ.install_toolbox(env.substrate, node)
+            for node in env.nodes:
+                killed, found = await integ.check(env, node, toolboxes[node.name])
+                if killed:
+                    result.killed[node.name] = killed
+                if found:
+                    result.tampered[node.name] = found
+        if result.tampered:
+            result.reward, result.checks = 0.0, []
+            (out_dir / "tampering.txt").write_text("".join(
+                f"{n}: {line}\n" for n, lines in result.tampered.items() for line in lines))
+            return result
+        run, mark = await _run_tests(env, task, toolboxes.get(env.primary.name))
         if run.exit_code in (97, 98) and mark not in run.stdout:
             raise RuntimeError("cannot prepare /tests and /logs/verifier: "
-                               f"{run.stderr.strip()[-300:]}")
+                               f"{(run.stderr or run.stdout).strip()[-300:]}")
         stdout, sep, files_out = run.stdout.rpartition(f"\n{mark}\n")
         if not sep:
-            stdout, files_out = run.stdout, (await env.exec(
-                _READ_FILES, timeout=60, record=False)).stdout
+            stdout, files_out = run.stdout, ""
     except Exception as exc:  # environment gone or unreachable: the verifier cannot run
         result.uncovered = True
         result.error = {"type": "VerifierUnavailable", "message": str(exc)[:1000]}
         return result
+    finally:
+        await _remove_toolboxes(env, toolboxes)
     result.exit_code, result.seconds = run.exit_code, run.seconds
     text = stdout + ("\n--- stderr ---\n" + run.stderr if run.stderr else "")
     (out_dir / "test-stdout.txt").write_text(env.redact(text) or "")
@@ -153,10 +175,75 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate") -> Gat
         result.reward, result.checks = parse_reward(texts.get("reward.json"),
                                                     texts.get("reward.txt"))
     except VerifierOutputError as exc:
-        timeout_note = " (test.sh timed out)" if run.timed_out else ""
-        result.error = {"type": "VerifierOutputError", "message": f"{exc}{timeout_note}",
-                        "text": exc.text}
+        result.error = {"type": "VerifierOutputError", "message": f"{exc}{_how(run)}",
+                        "text": exc.text, "tail": _tail(env, text)}
+        return result
+    _judge_exit(result, run, env, text)
     return result
+
+
+def _how(run) -> str:
+    if run.timed_out:
+        return " (test.sh timed out)"
+    return f" (test.sh exited {run.exit_code})" if run.exit_code else ""
+
+
+def _tail(env, text: str, lines: int = 12) -> str:
+    return env.redact("\n".join(text.strip().splitlines()[-lines:])) or ""
+
+
+def _judge_exit(result: GateResult, run, env, text: str) -> None:
+    """A reward from a run that failed or timed out, or that its own checks contradict, is
+    not trusted (verifier error); a zero reward with a non-zero exit stays a plain failure
+    (Harbor-style verifiers exit non-zero when tests fail) with the output's last lines."""
+    reward = result.reward or 0.0
+    scored = [c for c in result.checks if c["scored"]]
+    contradiction = ""
+    if scored and reward > 0 and not any(c["passed"] for c in scored):
+        contradiction = f"reward {reward} but every scored check failed"
+    elif scored and reward >= 1.0 - 1e-9 and not all(c["passed"] for c in scored):
+        contradiction = "reward 1.0 but a scored check failed"
+    elif scored and reward < 1.0 - 1e-9 and all(c["passed"] for c in scored):
+        contradiction = f"reward {reward} but every scored check passed"
+    if contradiction:
+        result.error = {"type": "VerifierContradiction", "message": contradiction,
+                        "tail": _tail(env, text)}
+    elif (run.timed_out or run.exit_code != 0) and reward > 0:
+        result.error = {"type": "VerifierExit", "message": f"test.sh wrote reward {reward} "
+                        f"but did not finish cleanly{_how(run)}", "tail": _tail(env, text)}
+    elif run.timed_out or run.exit_code != 0:
+        result.note = {"type": "VerifierExit", "message": f"reward 0{_how(run)}",
+                       "tail": _tail(env, text)}
+
+
+async def _run_tests(env, task, toolbox: str | None):
+    """tests/ in (a fresh /tests), then test.sh; after a marker line, the reward files, in
+    one round trip. With a toolbox: in a private mount namespace with a new tmpfs at
+    /logs/verifier (else /logs/verifier is emptied in place)."""
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
+    mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
+    body = (f"cd /tests && {exports + ' ' if exports else ''}bash /tests/test.sh; "
+            f"hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc")
+    if toolbox:
+        inner = ("mkdir -p /logs/verifier && mount -t tmpfs -o mode=0755,size=64m "
+                 "hx-verifier /logs/verifier || exit 98\n" + body)
+        cmd = f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}"
+    else:
+        cmd = "{ rm -rf /logs/verifier && mkdir -p /logs/verifier; } || exit 98\n" + body
+    run = await env.exec(cmd, timeout=task.config.verifier.timeout_sec, record=False,
+                         files=(task.tests_dir, "/tests"), toolbox=toolbox)
+    return run, mark
+
+
+async def _remove_toolboxes(env, toolboxes: dict[str, str]) -> None:
+    for node in env.nodes:
+        top = toolboxes.get(node.name)
+        if top:
+            try:
+                await env.substrate.exec(node, f"rm -rf {shlex.quote(top)}", 30,
+                                         env={"HARNESS_SOURCE": "harness"}, toolbox=top)
+            except Exception:  # a node that went away keeps nothing of ours
+                pass
 
 
 def _split_files(stdout: str) -> dict[str, str]:

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Make a fresh Debian 12 machine ready for harness, idempotently, and say what was done:
-# Debian packages, dockerd/libvirtd (started by hand when no init system runs them), the
-# virtualenv with the project, Terraform (>= 1.5; built from the Go module proxy when
-# missing), the Terraform providers built into a local filesystem mirror, the harness's own
-# Terraform CLI config, and the offline base images. Re-running it changes nothing.
+# Debian packages, the harness's own Docker engine and trial firewall, libvirtd (started by
+# hand when no init system runs it), the virtualenv with the project, Terraform (>= 1.5;
+# built from the Go module proxy when missing), the Terraform providers built into a local
+# filesystem mirror, the harness's own Terraform CLI config, and the offline base images.
+# Run it as yourself: it uses sudo for what needs root (or runs as root without sudo).
+# Re-running it changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ $(id -u) -eq 0 && -n ${SUDO_USER:-} && ${SUDO_USER} != root ]]; then
+  echo "setup.sh: running as $SUDO_USER (it calls sudo itself where it needs root)"
+  exec sudo -u "$SUDO_USER" -H env "PATH=$PATH" bash "$0" "$@"
+fi
 ROOT=$(pwd)
 export HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
 mkdir -p "$HARNESS_HOME/bin"
@@ -15,7 +21,8 @@ SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
 
 PACKAGES=(docker.io debootstrap qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev
   libvirt-clients pkg-config gcc python3-venv python3-dev dnsmasq-base ipmitool iproute2
-  nftables openssh-client e2fsprogs xsltproc chromium git curl ca-certificates)
+  nftables openssh-client e2fsprogs xsltproc chromium git curl ca-certificates busybox-static
+  acl)
 step "Debian packages"
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
@@ -28,20 +35,24 @@ else
   echo "all ${#PACKAGES[@]} packages present"
 fi
 
-step "dockerd"
-if docker info >/dev/null 2>&1; then
-  echo "dockerd is running"
+step "virtualenv (.venv)"
+PY=${PYTHON:-python3}
+[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+stamp=.venv/.harness-installed
+if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev,vm]'
+  touch "$stamp"
+  echo "installed the project and its dependencies"
 else
-  if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
-    $SUDO systemctl start docker
-  else
-    echo "no init system: starting dockerd in the background (log: /var/log/harness-dockerd.log)"
-    $SUDO bash -c 'nohup dockerd >/var/log/harness-dockerd.log 2>&1 &'
-  fi
-  for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-  docker info >/dev/null 2>&1 || { echo "dockerd did not come up; see /var/log/harness-dockerd.log" >&2; exit 1; }
-  echo "dockerd started"
+  echo "up to date"
 fi
+
+step "harness Docker engine and trial firewall"
+# trial containers run on the harness's own dockerd (user namespaces, private cgroup
+# namespaces, its own runtime); the user's Docker engine and its configuration are untouched
+$SUDO "$ROOT/.venv/bin/python" -m harness.substrates.docker.engine start
+$SUDO "$ROOT/.venv/bin/python" -m harness.firewall apply
 
 step "libvirtd"
 if virsh -c qemu:///system version >/dev/null 2>&1; then
@@ -65,17 +76,14 @@ if [[ -c /dev/kvm ]] && getent group kvm >/dev/null && [[ $(stat -c %G:%a /dev/k
   echo "/dev/kvm set to root:kvm 0660 (Debian's udev default; no udev runs here)"
 fi
 
-step "virtualenv (.venv)"
-PY=${PYTHON:-python3}
-[[ -x .venv/bin/python ]] || "$PY" -m venv .venv
-stamp=.venv/.harness-installed
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev,vm]'
-  touch "$stamp"
-  echo "installed the project and its dependencies"
-else
-  echo "up to date"
+if [[ $(id -u) -ne 0 ]]; then
+  step "access for $USER"
+  # group membership lasts; the ACLs give this login session access without logging in again
+  $SUDO usermod -aG docker,libvirt,kvm "$USER" 2>/dev/null || true
+  for sock in /run/harness/docker.sock /run/libvirt/libvirt-sock; do
+    [[ -S $sock ]] && $SUDO setfacl -m "u:$USER:rw" "$sock"
+  done
+  echo "$USER may use the harness Docker engine and libvirt"
 fi
 
 step "Terraform"
@@ -92,10 +100,12 @@ bash scripts/providers/docker.sh
 .venv/bin/python -c 'from harness.terraform import write_cli_config; print("wrote", write_cli_config())'
 
 step "Base images"
-.venv/bin/harness image build --kind docker
+# debootstrap and chroot need root; the images end up owned by whoever runs the harness
+$SUDO env "HARNESS_HOME=$HARNESS_HOME" "PATH=$PATH" .venv/bin/harness image build --kind docker
 if virsh -c qemu:///system version >/dev/null 2>&1; then
-  .venv/bin/harness image build --kind vm
+  $SUDO env "HARNESS_HOME=$HARNESS_HOME" "PATH=$PATH" .venv/bin/harness image build --kind vm
 fi
+[[ -z $SUDO ]] || $SUDO chown -R "$(id -u):$(id -g)" "$HARNESS_HOME"
 
 step "Doctor"
 .venv/bin/harness doctor || true

@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 export HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
 export PATH="$PWD/.venv/bin:$HARNESS_HOME/bin:$PATH"
 export TF_CLI_CONFIG_FILE="$HARNESS_HOME/terraform.rc"
+# tests that look at containers with the docker CLI or SDK look at the harness's own engine
+export DOCKER_HOST=${HARNESS_DOCKER_HOST:-unix:///run/harness/docker.sock}
 [[ -x .venv/bin/python ]] || { echo "no .venv: run scripts/setup.sh first" >&2; exit 1; }
 
 echo "==> ruff"

@@ -138,7 +138,8 @@ class ScenarioAPI:
         tests and the reward files from the node again."""
         self._n_verify += 1
         out_dir: Path = self.env.paths.verifier(f"scenario-{self._n_verify}")
-        result = await run_verifier(self.env, self.task, out_dir, gate="scenario")
+        result = await run_verifier(self.env, self.task, out_dir, gate="scenario",
+                                    integrity=False)  # in the window: the agent still works
         await self.env.exec(f"rm -rf {shlex.quote('/tests')} /logs/verifier", timeout=60,
                             record=False)
         self.rewards.append((self.elapsed, result.reward))

@@ -8,12 +8,15 @@ exec for agents, verifiers and probes, file upload, power, reboot, and sweeping 
 from __future__ import annotations
 
 import io
+import shlex
 import tarfile
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from harness.errors import SubstrateError
 
 if TYPE_CHECKING:
     from harness.task import Task
@@ -94,10 +97,12 @@ class Substrate(ABC):
 
     @abstractmethod
     async def exec(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None = None, stdin: bytes | None = None
-                   ) -> ExecResult:
+                   env: dict[str, str] | None = None, stdin: bytes | None = None,
+                   toolbox: str | None = None) -> ExecResult:
         """Run `cmd` with bash on `node` as root, killed after `timeout` seconds; `stdin`
-        (when given) is its standard input, then end of file."""
+        (when given) is its standard input, then end of file. With `toolbox` (a directory
+        made by `harness.integrity`), `cmd` runs under that toolbox's `timeout` and `sh`,
+        with its `bin` first on PATH, not through the node's own shell."""
 
     @abstractmethod
     async def put(self, node: Node, src: Path, dest: str) -> None:
@@ -106,6 +111,17 @@ class Substrate(ABC):
     @abstractmethod
     def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
         """Find and remove leftovers owned by the harness; return what was removed."""
+
+    async def put_archive(self, node: Node, data: bytes, dest: str) -> None:
+        """Unpack the tar `data` into the existing directory `dest` on the node."""
+        res = await self.exec(node, f"tar -x -C {shlex.quote(dest)}", 300, stdin=data)
+        if not res.ok:
+            raise SubstrateError(self.name, f"unpacking into {node.name}:{dest} failed",
+                                 res.stderr)
+
+    def provider_config(self) -> dict[str, dict]:
+        """Provider blocks of the trial's root module (connection settings), by provider."""
+        return {}
 
     def prepare(self, spec: TrialSpec, log=print) -> str:
         """Build or find the (cached) image the trial's nodes boot from; return its ref."""
@@ -140,6 +156,14 @@ class Substrate(ABC):
         """Running nodes of matching trials by trial id, reachable through `exec` (gc uses
         them to heal faults from the node-side ledgers before removing the trials)."""
         return {}
+
+
+def toolbox_argv(toolbox: str, cmd: str, timeout: float) -> list[str]:
+    """`cmd` under the toolbox's timeout and sh (killed after `timeout` s), PATH first."""
+    bin_dir = f"{toolbox}/bin"
+    return [f"{bin_dir}/timeout", "-s", "KILL", str(max(1, int(timeout))), f"{bin_dir}/sh",
+            "-c", f"export PATH={bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+                  f"/sbin:/bin\n{cmd}"]
 
 
 def tar_bytes(src: Path, top: str = "") -> bytes:

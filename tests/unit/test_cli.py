@@ -77,6 +77,7 @@ def test_doctor_json_shape():
     res = harness("doctor", "--json")
     checks = json.loads(res.stdout)
     names = {c["name"] for c in checks}
-    assert {"dockerd", "terraform", "ansible", "libvirtd", "kvm", "disk space"} <= names
+    assert {"docker engine", "trial firewall", "terraform", "ansible", "libvirtd", "kvm",
+            "disk space"} <= names
     assert all(c["status"] in ("PASS", "WARN", "FAIL") for c in checks)
     assert res.returncode == (1 if any(c["status"] == "FAIL" for c in checks) else 0)

@@ -37,7 +37,7 @@ def test_render_matches_golden(case):
     sub = DockerSubstrate.__new__(DockerSubstrate)
     tf_vars = render_vars(spec, spec_in["subnet"])
     doc = render_root(sub.terraform_module(), REPO_ROOT / spec_in["terraform_root"], tf_vars,
-                      {"docker": PROVIDERS["docker"]})
+                      {"docker": PROVIDERS["docker"]}, sub.provider_config())
     _compare(case / "main.tf.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     nodes = sub.nodes(spec, spec_in["outputs"])
     inventory = sub.inventory(spec, nodes)

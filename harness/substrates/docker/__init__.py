@@ -8,17 +8,26 @@ destroys; the Docker SDK execs, uploads, powers and sweeps. Every object carries
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import shlex
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from harness import firewall
 from harness.config import Settings, load_settings
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import TERRAFORM_MODULES
-from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec, tar_bytes
-from harness.substrates.docker import network
+from harness.substrates.base import (
+    ExecResult,
+    Node,
+    Substrate,
+    TrialSpec,
+    tar_bytes,
+    toolbox_argv,
+)
+from harness.substrates.docker import engine, network
 from harness.substrates.docker.image import image_tag, task_image
 
 LABEL_TRIAL = "harness.trial"
@@ -34,19 +43,17 @@ class DockerSubstrate(Substrate):
 
     @property
     def client(self):
+        """The harness engine's client (never the user's dockerd: see `engine`)."""
         if self._client is None:
-            import docker
-
-            try:
-                self._client = docker.from_env(timeout=120)
-                self._client.ping()
-            except Exception as exc:
-                raise PreflightError(f"cannot reach dockerd ({exc}); start it with "
-                                     "scripts/setup.sh") from exc
+            self._client = engine.client()
         return self._client
 
+    def provider_config(self) -> dict[str, dict]:
+        return {"docker": {"host": engine.docker_host()}}
+
     def preflight(self) -> None:
-        self.client  # noqa: B018 - raises PreflightError when dockerd is down
+        self.client  # noqa: B018 - raises PreflightError when the engine is down
+        firewall.require()
         from harness.images import docker_base_status
 
         ok, desc = docker_base_status()
@@ -92,6 +99,7 @@ class DockerSubstrate(Substrate):
                           "harness_primary": n.primary} for n in nodes}
         return {"all": {
             "vars": {"ansible_connection": "community.docker.docker_api",
+                     "ansible_docker_docker_host": engine.docker_host(),
                      "ansible_python_interpreter": "/usr/bin/python3",
                      "harness_trial_id": spec.trial_id, "harness_substrate": self.name},
             "hosts": hosts,
@@ -102,18 +110,21 @@ class DockerSubstrate(Substrate):
         return SubstrateError("docker", f"container {node.host} is gone ({exc})")
 
     def _exec_sync(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None, stdin: bytes | None = None) -> ExecResult:
+                   env: dict[str, str] | None, stdin: bytes | None = None,
+                   toolbox: str | None = None) -> ExecResult:
         """exec create/start/inspect by container name (the SDK's Container object would
         cost an inspect per call). With `stdin`, the exec's attached socket gets it and is
-        then half-closed (the command sees end of file)."""
+        then half-closed (the command sees end of file). With `toolbox`, no program of the
+        node's own runs the command."""
         import docker
 
         started = time.monotonic()
         secs = max(1, int(timeout))
         api = self.client.api
+        argv = (toolbox_argv(toolbox, cmd, timeout) if toolbox else
+                ["timeout", "-k", "5", str(secs), "bash", "-c", cmd])
         try:
-            exec_id = api.exec_create(node.host, ["timeout", "-k", "5", str(secs), "bash", "-c",
-                                                  cmd], environment=env or {},
+            exec_id = api.exec_create(node.host, argv, environment=env or {},
                                       stdin=stdin is not None)["Id"]
         except docker.errors.NotFound as exc:
             raise self._gone(node, exc) from exc
@@ -128,9 +139,18 @@ class DockerSubstrate(Substrate):
                           seconds=time.monotonic() - started, timed_out=code in (124, 137))
 
     async def exec(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None = None, stdin: bytes | None = None
-                   ) -> ExecResult:
-        return await asyncio.to_thread(self._exec_sync, node, cmd, timeout, env, stdin)
+                   env: dict[str, str] | None = None, stdin: bytes | None = None,
+                   toolbox: str | None = None) -> ExecResult:
+        return await asyncio.to_thread(self._exec_sync, node, cmd, timeout, env, stdin,
+                                       toolbox)
+
+    async def put_archive(self, node: Node, data: bytes, dest: str) -> None:
+        """The engine unpacks it (no program of the node's own is involved)."""
+        def run() -> None:
+            if not self.client.api.put_archive(node.host, dest, data):
+                raise SubstrateError("docker", f"unpacking into {node.name}:{dest} failed")
+
+        await asyncio.to_thread(run)
 
     def _put_sync(self, node: Node, src: Path, dest: str) -> None:
         import docker
@@ -260,7 +280,13 @@ def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
     nodes = [{"name": n.name, "ipv4": str(hosts[9 + i]), "cpus": n.cpus or env.cpus,
               "memory_mb": n.memory_mb or env.memory_mb} for i, n in enumerate(spec.task.nodes)]
     return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
-            "subnet": subnet, "nodes": nodes}
+            "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes}
+
+
+def bridge_name(trial_id: str) -> str:
+    """`hxd-` + 10 hex digits of the trial id (15 characters, the Linux limit): an `hx*`
+    bridge, which the harness firewall isolates."""
+    return "hxd-" + hashlib.sha256(trial_id.encode()).hexdigest()[:10]
 
 
 def _container_name(c: dict) -> str:

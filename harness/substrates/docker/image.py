@@ -20,6 +20,7 @@ from pathlib import Path
 from harness.config import Settings
 from harness.errors import InputError, PreflightError
 from harness.images import DOCKER_BASE
+from harness.substrates.docker.engine import BUILD_NETWORK
 
 _BUILD_LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
@@ -109,6 +110,7 @@ def _build(client, task, tag: str, tar_bytes: bytes, dockerfile: Path | None,
     try:
         image, _ = client.images.build(
             fileobj=io.BytesIO(tar_bytes), custom_context=True, tag=tag, rm=True, forcerm=True,
+            network_mode=BUILD_NETWORK,
             labels={"harness.task-image": task.name}, timeout=int(task.env.build_timeout_sec))
     except docker.errors.BuildError as exc:
         tail = " | ".join(str(c.get("stream", c.get("error", ""))).strip()

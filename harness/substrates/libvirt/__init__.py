@@ -204,10 +204,10 @@ class LibvirtSubstrate(Substrate):
         }}
 
     async def exec(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None = None, stdin: bytes | None = None
-                   ) -> ExecResult:
+                   env: dict[str, str] | None = None, stdin: bytes | None = None,
+                   toolbox: str | None = None) -> ExecResult:
         return await ssh.exec_on(node.host, Path(node.extra["ssh_key"]), cmd, timeout, env,
-                                 stdin)
+                                 stdin, toolbox)
 
     async def put(self, node: Node, src: Path, dest: str) -> None:
         await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from harness.errors import SubstrateError
-from harness.substrates.base import ExecResult
+from harness.substrates.base import ExecResult, toolbox_argv
 
 SSH_OPTIONS = (
     "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
@@ -50,10 +50,15 @@ def ssh_argv(host: str, key: Path, user: str = "root", connect_timeout: int = 10
             f"{user}@{host}"]
 
 
-def remote_command(cmd: str, timeout: float, env: dict[str, str] | None = None) -> str:
-    """The shell line the node runs: env exports, then `cmd` in bash under `timeout`."""
+def remote_command(cmd: str, timeout: float, env: dict[str, str] | None = None,
+                   toolbox: str | None = None) -> str:
+    """The shell line the node runs: env exports, then `cmd` in bash under `timeout` (or
+    under the toolbox's timeout and sh, see `Substrate.exec`)."""
     exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
     limit = max(1, int(timeout + 0.999))
+    if toolbox:
+        return exports + "exec " + " ".join(shlex.quote(a) for a in
+                                            toolbox_argv(toolbox, cmd, limit))
     return f"{exports}exec timeout -k 5 {limit} bash -c {shlex.quote(cmd)}"
 
 
@@ -104,8 +109,9 @@ async def run(argv: list[str], timeout: float, stdin: bytes | None = None) -> Ex
 
 
 async def exec_on(host: str, key: Path, cmd: str, timeout: float,
-                  env: dict[str, str] | None = None, stdin: bytes | None = None) -> ExecResult:
-    argv = [*ssh_argv(host, key), remote_command(cmd, timeout, env)]
+                  env: dict[str, str] | None = None, stdin: bytes | None = None,
+                  toolbox: str | None = None) -> ExecResult:
+    argv = [*ssh_argv(host, key), remote_command(cmd, timeout, env, toolbox)]
     result = await run(argv, timeout + 15, stdin=stdin)
     if result.exit_code == 124 and result.seconds >= timeout:
         return ExecResult(124, result.stdout, result.stderr, result.seconds, timed_out=True)

@@ -16,6 +16,11 @@ resource "docker_network" "this" {
     subnet = var.subnet
   }
 
+  # an `hx*` bridge: the harness's nftables table isolates it from the host and other trials
+  options = {
+    "com.docker.network.bridge.name" = var.bridge_name
+  }
+
   dynamic "labels" {
     for_each = local.labels
     content {
@@ -32,26 +37,24 @@ resource "docker_container" "node" {
   hostname = each.key
   image    = var.image
 
-  must_run    = true
-  stop_signal = var.systemd ? "SIGRTMIN+3" : "SIGTERM"
-  memory      = each.value.memory_mb
-  cpu_shares  = floor(each.value.cpus * 1024)
-  privileged  = false
+  must_run      = true
+  stop_signal   = var.systemd ? "SIGRTMIN+3" : "SIGTERM"
+  memory        = each.value.memory_mb
+  memory_swap   = each.value.memory_mb
+  cpus          = tostring(each.value.cpus)
+  privileged    = false
+  cgroupns_mode = "private"
+  security_opts = ["no-new-privileges:true"]
+  # read by the engine's runtime (hx-runc), which sets the container's pids.max
+  env = ["HARNESS_PIDS_LIMIT=${var.pids_limit}"]
 
+  # the harness engine remaps root to an unprivileged host user: these act on the
+  # container's own namespaces only (SYS_ADMIN: tmpfs and bind mounts inside it)
   capabilities {
-    add = var.systemd ? ["NET_ADMIN", "SYS_ADMIN"] : ["NET_ADMIN"]
+    add = ["NET_ADMIN", "SYS_ADMIN"]
   }
 
   tmpfs = var.systemd ? { "/run" = "rw,exec", "/run/lock" = "rw", "/tmp" = "rw,exec" } : {}
-
-  dynamic "volumes" {
-    for_each = var.systemd ? [1] : []
-    content {
-      host_path      = "/sys/fs/cgroup"
-      container_path = "/sys/fs/cgroup"
-      read_only      = true
-    }
-  }
 
   networks_advanced {
     name         = docker_network.this.id

@@ -33,8 +33,29 @@ variable "nodes" {
   }))
 }
 
+variable "bridge_name" {
+  description = "Linux bridge of the trial network: `hxd-` + 10 hex digits (at most 15 characters; the harness firewall matches `hx*`)."
+  type        = string
+
+  validation {
+    condition     = can(regex("^hx[a-z0-9-]{1,13}$", var.bridge_name))
+    error_message = "bridge_name must start with hx and have at most 15 characters (letters, digits, dashes)."
+  }
+}
+
+variable "pids_limit" {
+  description = "Most processes (and threads) a node may run at once (pids cgroup, set by the engine's runtime)."
+  type        = number
+  default     = 4096
+
+  validation {
+    condition     = var.pids_limit >= 64 && var.pids_limit <= 1048576
+    error_message = "pids_limit must be between 64 and 1048576."
+  }
+}
+
 variable "systemd" {
-  description = "Run systemd as PID 1 (SYS_ADMIN, tmpfs /run, read-only cgroupfs)."
+  description = "Run systemd as PID 1 (tmpfs /run, /run/lock and /tmp; the engine hands the container its own systemd cgroup)."
   type        = bool
   default     = true
 }

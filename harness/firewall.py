@@ -1,0 +1,151 @@
+"""The host firewall for trial networks: one nftables table the harness owns.
+
+Every bridge a trial uses is named `hx*` (docker trial networks `hxd-...`, libvirt trial
+networks `hx-...`, the image-build network `hxb0`). From such a bridge:
+
+- the host answers nothing but DHCP (libvirt's dnsmasq hands VM nodes their addresses) and
+  the trial's own virtual BMCs (UDP `BMC_PORTS` on the bridge's own address); every other
+  port, ping, DNS, and every host address of another interface (docker0, the host's LAN
+  address, another trial's gateway) is dropped;
+- nothing is forwarded, except between the nodes of one bridge (with br_netfilter, bridged
+  traffic passes the forward hook: its destination is on the bridge it came in on) and
+  image builds (`hxb0`) out to the world (masqueraded), never into another `hx*` bridge.
+
+Replies to connections the host opens (SSH to VM nodes) pass. The rules match interface
+names, so they hold for trials created later without root. `apply()` (root; run by
+scripts/setup.sh) loads the table atomically and records it in `/run/harness/firewall.json`
+(gone after a reboot, like the table); `loaded()` checks the table itself when run as
+root, else that record. Where the user's Docker engine set the FORWARD policy to DROP (with
+br_netfilter even traffic between two nodes of one bridge passes FORWARD), its documented
+`DOCKER-USER` chain gets two ACCEPT rules that leave `hx*` bridges to this table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.errors import PreflightError
+
+TABLE = "harness"
+BMC_PORTS = (16230, 16999)
+BUILD_BRIDGE = "hxb0"
+RECORD = Path("/run/harness/firewall.json")
+
+RULESET = f"""table inet {TABLE} {{
+  chain input {{
+    type filter hook input priority filter - 5; policy accept;
+    iifname "hx*" jump from_trial
+  }}
+  chain from_trial {{
+    ct state established,related accept
+    meta l4proto udp udp dport 67 accept
+    fib daddr . iif type != local counter drop
+    meta l4proto udp udp dport {BMC_PORTS[0]}-{BMC_PORTS[1]} accept
+    counter drop
+  }}
+  chain forward {{
+    type filter hook forward priority filter - 5; policy accept;
+    iifname "hx*" jump out_of_trial
+    oifname "hx*" jump into_trial
+  }}
+  chain out_of_trial {{
+    fib daddr . iif oif exists accept
+    iifname "{BUILD_BRIDGE}" oifname != "hx*" accept
+    counter drop
+  }}
+  chain into_trial {{
+    oifname "{BUILD_BRIDGE}" iifname != "hx*" ct state established,related accept
+    counter drop
+  }}
+  chain postrouting {{
+    type nat hook postrouting priority srcnat; policy accept;
+    iifname "{BUILD_BRIDGE}" oifname != "hx*" masquerade
+  }}
+}}
+"""
+# where another Docker engine set FORWARD's policy to DROP, its DOCKER-USER chain hands
+# every `hx*` bridge's forwarding to this table (which drops what it must)
+DOCKER_USER_RULES = (["-i", "hx+", "-j", "ACCEPT"], ["-o", "hx+", "-j", "ACCEPT"])
+
+
+def digest() -> str:
+    return hashlib.sha256(RULESET.encode()).hexdigest()[:16]
+
+
+def _nft(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    nft = shutil.which("nft") or "/usr/sbin/nft"
+    return subprocess.run([nft, *args], input=stdin, capture_output=True, text=True)
+
+
+def apply() -> None:
+    """Load (or replace) the table in one transaction; needs root."""
+    if os.geteuid() != 0:
+        raise PreflightError("loading the trial firewall needs root: sudo scripts/setup.sh")
+    script = f"table inet {TABLE} {{}}\ndelete table inet {TABLE}\n{RULESET}"
+    proc = _nft(["-f", "-"], script)
+    if proc.returncode != 0:
+        raise PreflightError(f"nft could not load the trial firewall: {proc.stderr.strip()}")
+    _docker_user()
+    RECORD.parent.mkdir(parents=True, exist_ok=True)
+    RECORD.write_text(json.dumps({"table": TABLE, "digest": digest()}) + "\n")
+
+
+def _docker_user() -> None:
+    """ACCEPT `hx*` bridges in DOCKER-USER when another Docker engine made that chain (its
+    FORWARD policy is DROP); idempotent."""
+    iptables = shutil.which("iptables")
+    if not iptables or subprocess.run([iptables, "-n", "-L", "DOCKER-USER"],
+                                      capture_output=True).returncode != 0:
+        return
+    for rule in DOCKER_USER_RULES:
+        if subprocess.run([iptables, "-C", "DOCKER-USER", *rule],
+                          capture_output=True).returncode != 0:
+            subprocess.run([iptables, "-I", "DOCKER-USER", *rule], capture_output=True)
+
+
+def loaded() -> tuple[bool, str]:
+    """(is the current table in place?, how that was found out)."""
+    if os.geteuid() == 0:
+        proc = _nft(["list", "table", "inet", TABLE])
+        if proc.returncode != 0:
+            return False, f"nftables table inet {TABLE} is missing"
+        missing = [c for c in ("from_trial", "out_of_trial", "into_trial")
+                   if f"chain {c}" not in proc.stdout]
+        if missing or "fib daddr . iif oif exists" not in proc.stdout:
+            return False, f"nftables table inet {TABLE} differs from this harness's rules"
+        return True, f"nftables table inet {TABLE} loaded"
+    try:
+        record = json.loads(RECORD.read_text())
+    except (OSError, ValueError):
+        return False, f"no record of the trial firewall ({RECORD})"
+    if record.get("digest") != digest():
+        return False, "the loaded trial firewall is from another harness version"
+    return True, f"recorded in {RECORD} (not re-checked: not root)"
+
+
+def require() -> None:
+    """PreflightError unless the trial firewall is in place."""
+    ok, how = loaded()
+    if not ok:
+        raise PreflightError(f"trial network isolation is not in place ({how}); "
+                             "run `sudo scripts/setup.sh`")
+
+
+if __name__ == "__main__":
+    try:
+        if (sys.argv[1:] or ["status"])[0] == "apply":
+            apply()
+            print(f"trial firewall loaded (nftables table inet {TABLE})")
+        else:
+            ok, how = loaded()
+            print(("loaded: " if ok else "NOT loaded: ") + how)
+            sys.exit(0 if ok else 1)
+    except PreflightError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        sys.exit(2)

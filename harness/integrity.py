@@ -1,0 +1,263 @@
+"""Verifier integrity: what the agent left behind is stopped, and tampering is found.
+
+The agent is root on its nodes and hostile. Before a verifier runs, on every node:
+
+1. **A toolbox** arrives: the host's static busybox with its applets, in a new directory
+   of unpredictable name (`/.hx-tb-<random>`), through the substrate's own channel (docker:
+   the engine writes it into the container; VM: SSH). The verifier's command line runs on
+   it (`Substrate.exec(toolbox=...)`), not on the node's shell, and it comes first on
+   test.sh's PATH.
+2. **Leftovers are stopped**: every process that is not PID 1, not a kernel thread and not
+   in a systemd service with a unit file on disk (the task's daemons) is killed: the
+   agent's shells and background loops (in the container's root cgroup, session scopes, or
+   an `ssh.service` without logind), and transient units it made with `systemd-run`
+   (fault units of the harness, listed in the node's fault ledger, are kept). What was
+   killed goes to events.jsonl.
+3. **Tampering is looked for** where a verifier trusts the node: every file directly in
+   the system's command and library directories (size, mtime, ctime, inode, mode, owner),
+   the sha256 of the shells, interpreters, loader and libc, `/etc/ld.so.preload`, and
+   commands added to /usr/local that shadow system ones; against a manifest the toolbox
+   took when the window opened (after the harness's own setup, e.g. snoopy's preload),
+   kept in the trial dir. A container cannot set the clock, so a replaced file always gets
+   a new ctime; a root agent controls a VM's kernel, so there this finds replaced or
+   shadowed binaries, not a rootkit (README, threat model). Deeper trees (Python's
+   library, /usr/share) are not listed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import shutil
+import tarfile
+import time
+from pathlib import Path
+
+from harness.errors import PreflightError
+
+BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
+APPLETS = (
+    "sh", "ash", "timeout", "unshare", "mount", "umount", "tar", "cat", "grep", "egrep",
+    "fgrep", "sed", "awk", "head", "tail", "wc", "cut", "tr", "sort", "uniq", "ls", "stat",
+    "test", "[", "echo", "printf", "sleep", "env", "find", "xargs", "mkdir", "rm", "cp", "mv",
+    "touch", "chmod", "id", "basename", "dirname", "readlink", "realpath", "sha256sum",
+    "md5sum", "base64", "seq", "tee", "true", "false", "kill", "expr", "od", "date",
+)
+SYSTEM_DIRS = ("/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/lib/", "/lib32/", "/lib64/",
+               "/libx32/", "/usr/lib/", "/usr/lib32/", "/usr/lib64/", "/usr/libexec/")
+LOADER_FILES = ("/etc/ld.so.preload", "/etc/ld.so.conf")
+SHADOW_DIRS = ("/usr/local/bin/", "/usr/local/sbin/")
+IGNORED = ("__pycache__", ".pyc")
+# VM manifest: every file of these directories (not recursive below them), and the sha256
+# of the programs a verifier script runs through
+MANIFEST_DIRS = ("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin",
+                 "/usr/local/sbin", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/libexec",
+                 "/etc/ld.so.conf.d")
+HASHED = ("/usr/bin/bash", "/usr/bin/dash", "/usr/bin/env", "/lib64/ld-linux-x86-64.so.2",
+          "/lib/x86_64-linux-gnu/libc.so.6", "/etc/ld.so.preload", "/etc/ld.so.conf")
+
+
+def busybox() -> Path:
+    for c in BUSYBOX_CANDIDATES:
+        p = Path(c)
+        if p.is_file() and b"BusyBox" in p.read_bytes()[:4_000_000]:
+            return p
+    raise PreflightError("static busybox not found (the verifier's toolbox): "
+                         "apt-get install busybox-static, or run scripts/setup.sh")
+
+
+_TOOLBOX: dict[str, bytes] = {}
+
+
+def toolbox_tar(top: str) -> bytes:
+    """A tar of `top`/bin/busybox and its applets (root-owned, read-only modes)."""
+    bb = busybox().read_bytes()
+    name = top.strip("/")
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in (name, f"{name}/bin"):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o555, now
+            tar.addfile(info)
+        info = tarfile.TarInfo(f"{name}/bin/busybox")
+        info.size, info.mode, info.mtime = len(bb), 0o555, now
+        tar.addfile(info, io.BytesIO(bb))
+        for applet in APPLETS:
+            link = tarfile.TarInfo(f"{name}/bin/{applet}")
+            link.type, link.linkname, link.mtime = tarfile.SYMTYPE, "busybox", now
+            tar.addfile(link)
+    return buf.getvalue()
+
+
+def new_toolbox_path() -> str:
+    return f"/.hx-tb-{secrets.token_hex(8)}"
+
+
+async def install_toolbox(substrate, node) -> str:
+    """Put a fresh toolbox on `node`; return its directory (programs in `<dir>/bin`)."""
+    top = new_toolbox_path()
+    await substrate.put_archive(node, toolbox_tar(top), "/")
+    return top
+
+
+LEFTOVERS_SH = r"""
+ppid() {
+  while read -r k v; do [ "$k" = PPid: ] && { echo "$v"; return; }; done < "/proc/$1/status"
+  echo 0
+}
+self=$$; keep=" 1 $self "; p=$self
+while [ "$p" -gt 1 ] 2>/dev/null; do p=$(ppid "$p" 2>/dev/null || echo 0); keep="$keep$p "; done
+faults=""
+for f in /run/harness/faults/*.json; do [ -f "$f" ] && faults="$faults ${f##*/}"; done
+sshmain=$(systemctl show -p MainPID --value ssh.service 2>/dev/null || echo 0); stopped=" "
+for d in /proc/[0-9]*; do
+  pid=${d#/proc/}
+  case "$keep" in *" $pid "*) continue ;; esac
+  [ -e "$d/exe" ] || continue
+  cg=""
+  while IFS= read -r line; do
+    case "$line" in
+      *:name=systemd:*) cg=${line#*:name=systemd:} ;;
+      0::*) [ -n "$cg" ] || cg=${line#0::} ;;
+    esac
+  done < "$d/cgroup" 2>/dev/null
+  unit=""
+  case "$cg" in
+    /init.scope) continue ;;
+    /system.slice/*) unit=${cg#/system.slice/}; unit=${unit%%/*} ;;
+  esac
+  if [ -n "$unit" ]; then
+    if [ "$unit" = ssh.service ]; then
+      [ "$pid" = "$sshmain" ] && continue
+    elif [ ! -e "/run/systemd/transient/$unit" ]; then
+      continue
+    else
+      fid=${unit#hx-deadman-}; fid=${fid#hx-}; fid=${fid%%-*}; fid=${fid%.*}
+      case "$faults" in *" $fid.json"*) continue ;; esac
+      case "$stopped" in *" $unit "*) ;; *)
+        stopped="$stopped $unit "
+        systemctl stop "$unit" >/dev/null 2>&1
+        printf 'K {"unit": "%s", "cgroup": "%s"}\n' "$unit" "$cg" ;;
+      esac
+    fi
+  fi
+  cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | head -c 200 | tr -d '"\\')
+  kill -9 "$pid" 2>/dev/null &&
+    printf 'K {"pid": %s, "cgroup": "%s", "cmd": "%s"}\n' "$pid" "$cg" "$cmd"
+done
+true
+"""
+
+
+def classify_changes(changes: list[tuple[str, str]], shadowable: set[str] | None = None
+                     ) -> list[str]:
+    """The tampering among a node's file changes (kind in M/A/D, path), as evidence lines."""
+    found = []
+    for kind, path in changes:
+        if any(x in path for x in IGNORED):
+            continue
+        if path.startswith(SYSTEM_DIRS) or path in LOADER_FILES or \
+                path.startswith("/etc/ld.so.conf.d/"):
+            found.append(f"{kind} {path}")
+        elif kind == "A" and path.startswith(SHADOW_DIRS):
+            name = path.rsplit("/", 1)[-1]
+            if shadowable is None or name in shadowable:
+                found.append(f"{kind} {path} (shadows a system command)")
+    return found
+
+
+MANIFEST_SH = r"""
+for d in DIRS; do
+  [ -d "$d" ] || continue
+  find "$d" -maxdepth 1 -mindepth 1 \( -type f -o -type l \) \
+    -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} +
+done
+for f in HASHED; do [ -e "$f" ] && sha256sum "$f" | sed 's/^/H /'; done
+for d in /usr/bin /usr/sbin /bin /sbin; do ls "$d" 2>/dev/null; done | sort -u | sed 's/^/S /'
+true
+"""
+
+
+def manifest_script() -> str:
+    return (MANIFEST_SH.replace("DIRS", " ".join(MANIFEST_DIRS))
+            .replace("HASHED", " ".join(HASHED)))
+
+
+def parse_manifest(text: str) -> dict:
+    files, hashes, system = {}, {}, []
+    for line in text.splitlines():
+        tag, _, rest = line.partition(" ")
+        if tag == "F":
+            path, _, meta = rest.partition("|")
+            files[path] = meta
+        elif tag == "H":
+            digest, _, path = rest.partition("  ")
+            hashes[path.strip()] = digest
+        elif tag == "S":
+            system.append(rest)
+    return {"files": files, "hashes": hashes, "system": sorted(set(system))}
+
+
+def compare_manifests(before: dict, after: dict) -> list[tuple[str, str]]:
+    """(kind, path) changes between two manifests."""
+    changes = []
+    for path, meta in after["files"].items():
+        if path not in before["files"]:
+            changes.append(("A", path))
+        elif before["files"][path] != meta:
+            changes.append(("M", path))
+    changes += [("D", p) for p in before["files"] if p not in after["files"]]
+    changes += [("M", p) for p, h in after["hashes"].items()
+                if before["hashes"].get(p, h) != h]
+    return sorted(set(changes))
+
+
+def manifest_path(paths, node: str) -> Path:
+    return paths.root / "integrity" / f"{node}.json"
+
+
+async def _run(env, node, toolbox: str, script: str) -> str:
+    res = await env.substrate.exec(node, script, 120, env={"HARNESS_SOURCE": "harness"},
+                                   toolbox=toolbox)
+    if res.exit_code != 0:
+        raise RuntimeError(f"integrity check on {node.name} failed (exit {res.exit_code}): "
+                           f"{(res.stderr or res.stdout).strip()[-300:]}")
+    return res.stdout
+
+
+async def baseline(env) -> None:
+    """Before the agent window (after the harness's own setup, e.g. snoopy's
+    /etc/ld.so.preload): each node's manifest, kept in the trial dir (out of the agent's
+    reach); `check` compares against it."""
+    for node in env.nodes:
+        toolbox = await install_toolbox(env.substrate, node)
+        out = await _run(env, node, toolbox, manifest_script() + f"rm -rf {toolbox}\n")
+        path = manifest_path(env.paths, node.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(parse_manifest(out)))
+
+
+async def check(env, node, toolbox: str) -> tuple[list[dict], list[str]]:
+    """On `node`, in one round trip: kill the agent's leftovers, then compare the node with
+    its baseline. Returns (what was killed, evidence of tampering)."""
+    out = await _run(env, node, toolbox, LEFTOVERS_SH + manifest_script())
+    killed = []
+    for line in out.splitlines():
+        if line.startswith("K "):
+            try:
+                killed.append(json.loads(line[2:]))
+            except ValueError:
+                continue
+    path = manifest_path(env.paths, node.name)
+    if not path.exists():
+        return killed, []  # no baseline (a failure before the window): nothing to compare
+    before = json.loads(path.read_text())
+    after = parse_manifest(out)
+    return killed, classify_changes(compare_manifests(before, after), set(before["system"]))
+
+
+def available() -> bool:
+    return shutil.which("busybox") is not None or any(Path(c).is_file()
+                                                       for c in BUSYBOX_CANDIDATES)

@@ -1,0 +1,222 @@
+"""The harness's own Docker engine: trial containers never run on the user's dockerd.
+
+A second dockerd with its own socket, data root, exec root and configuration (the user's
+Docker configuration is never read or changed), set up for hostile tenants:
+
+- user-namespace remapping: root in a container is an unprivileged host user (`dockremap`),
+  so a capability it holds (SYS_ADMIN for tmpfs mounts, NET_ADMIN) acts only on its own
+  namespaces; new cgroup v1 hierarchies, `release_agent`, host devices are out of reach;
+- private cgroup namespaces: a container sees its own cgroup subtree only;
+- `no-new-privileges`; a default bridge of its own (`hxe0`, unused by trials); no iptables
+  rules of its own (the harness's nftables table, `harness.firewall`, isolates every `hx*`
+  bridge);
+- `hx-runc` as its OCI runtime (runc, then: the container's own name=systemd cgroup handed
+  to its root so systemd can be PID 1 on a cgroup v1 host, and a pids limit).
+
+`start()` needs root (scripts/setup.sh runs it); everything else talks to the socket, which
+belongs to the `docker` group like the stock one. Image builds use the `hx-build` network
+(bridge `hxb0`), the only harness network with a route out (NAT by the firewall).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from harness.errors import PreflightError
+
+HERE = Path(__file__).resolve().parent
+SOCKET = Path("/run/harness/docker.sock")
+DEFAULT_HOST = f"unix://{SOCKET}"
+DATA_ROOT = Path("/var/lib/harness/docker")
+EXEC_ROOT = Path("/run/harness/docker")
+PIDFILE = Path("/run/harness/docker.pid")
+CONFIG = Path("/etc/harness/docker-engine.json")
+RUNTIME = Path("/usr/local/libexec/harness/hx-runc")
+LOG = Path("/var/log/harness-docker.log")
+UNIT = Path("/etc/systemd/system/harness-docker.service")
+BUILD_NETWORK, BUILD_BRIDGE, BUILD_SUBNET = "hx-build", "hxb0", "10.212.255.0/24"
+# the engine's default bridge, made by `start`: its own (dockerd with `bridge: none` deletes
+# the host's docker0, i.e. the user's engine's bridge); isolated like every `hx*` bridge
+DEFAULT_BRIDGE, DEFAULT_BRIDGE_ADDR = "hxe0", "10.212.254.1/24"
+SETUP_HINT = "run `sudo scripts/setup.sh` (it starts the harness's Docker engine)"
+
+
+def docker_host() -> str:
+    """The engine endpoint: HARNESS_DOCKER_HOST, else `docker_host` in config.yaml, else
+    the local harness engine's socket."""
+    env = os.environ.get("HARNESS_DOCKER_HOST")
+    if env:
+        return env
+    from harness.config import load_settings
+
+    return load_settings().docker_host or DEFAULT_HOST
+
+
+def client(timeout: int = 120):
+    """A Docker SDK client of the harness engine, pinged; PreflightError with the fix."""
+    import docker
+
+    host = docker_host()
+    try:
+        c = docker.DockerClient(base_url=host, timeout=timeout)
+        c.ping()
+        return c
+    except Exception as exc:  # DockerException, socket errors, permission denied
+        hint = SETUP_HINT if host == DEFAULT_HOST else "check docker_host in config.yaml"
+        raise PreflightError(f"the harness Docker engine at {host} is not reachable "
+                             f"({str(exc)[:160]}); {hint}") from exc
+
+
+def daemon_config() -> dict:
+    """dockerd's configuration (written to CONFIG)."""
+    cfg = {
+        "hosts": [DEFAULT_HOST], "data-root": str(DATA_ROOT), "exec-root": str(EXEC_ROOT),
+        "pidfile": str(PIDFILE), "userns-remap": "default",
+        "default-cgroupns-mode": "private", "no-new-privileges": True,
+        "iptables": False, "ip-masq": False, "ip6tables": False, "bridge": DEFAULT_BRIDGE,
+        "userland-proxy": False, "live-restore": False,
+        "default-runtime": "hx-runc", "runtimes": {"hx-runc": {"path": str(RUNTIME)}},
+        "log-driver": "json-file", "log-opts": {"max-size": "4m", "max-file": "2"},
+    }
+    if shutil.which("getent") and subprocess.run(["getent", "group", "docker"],
+                                                 capture_output=True).returncode == 0:
+        cfg["group"] = "docker"
+    return cfg
+
+
+def running() -> bool:
+    try:
+        pid = int(PIDFILE.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    return Path(f"/proc/{pid}").exists() and SOCKET.exists()
+
+
+def _install(src: Path, dest: Path, mode: int) -> bool:
+    """Copy src to dest (root-owned, `mode`) when it differs; True when it changed."""
+    if dest.exists() and dest.read_bytes() == src.read_bytes():
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    shutil.copyfile(src, tmp)
+    tmp.chmod(mode)
+    tmp.replace(dest)
+    return True
+
+
+def _write_config() -> bool:
+    text = json.dumps(daemon_config(), indent=2, sort_keys=True) + "\n"
+    if CONFIG.exists() and CONFIG.read_text() == text:
+        return False
+    CONFIG.parent.mkdir(parents=True, exist_ok=True)
+    CONFIG.write_text(text)
+    return True
+
+
+def _systemd() -> bool:
+    return shutil.which("systemctl") is not None and Path("/run/systemd/system").is_dir()
+
+
+def stop() -> None:
+    """Stop the engine (root); containers go with it (no live-restore)."""
+    if _systemd() and UNIT.exists():
+        subprocess.run(["systemctl", "stop", "harness-docker"], capture_output=True)
+        return
+    try:
+        pid = int(PIDFILE.read_text().strip())
+        os.kill(pid, 15)
+    except (OSError, ValueError):
+        return
+    for _ in range(150):
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.1)
+
+
+def start(log=print) -> None:
+    """Install the runtime and configuration, (re)start dockerd when needed, wait for the
+    socket, make the build network. Idempotent; needs root."""
+    if os.geteuid() != 0:
+        raise PreflightError("starting the harness Docker engine needs root: "
+                             "sudo scripts/setup.sh")
+    if shutil.which("dockerd") is None:
+        raise PreflightError("dockerd not found: apt-get install docker.io")
+    changed = _install(HERE / "hx-runc", RUNTIME, 0o755)
+    changed = _write_config() or changed
+    if running() and changed:
+        log("harness Docker engine: configuration changed, restarting it")
+        stop()
+    if not running():
+        _launch(log)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            c = client(timeout=10)
+            break
+        except PreflightError:
+            time.sleep(0.5)
+    else:
+        raise PreflightError(f"the harness Docker engine did not come up; see {LOG}")
+    _build_network(c)
+    log(f"harness Docker engine ready at {DEFAULT_HOST}")
+
+
+def _default_bridge() -> None:
+    """Create the engine's default bridge (dockerd needs it to exist)."""
+    if Path(f"/sys/class/net/{DEFAULT_BRIDGE}").exists():
+        return
+    for argv in (["ip", "link", "add", DEFAULT_BRIDGE, "type", "bridge"],
+                 ["ip", "addr", "add", DEFAULT_BRIDGE_ADDR, "dev", DEFAULT_BRIDGE],
+                 ["ip", "link", "set", DEFAULT_BRIDGE, "up"]):
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise PreflightError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+
+
+def _launch(log) -> None:
+    for d in (EXEC_ROOT, DATA_ROOT, SOCKET.parent):
+        d.mkdir(parents=True, exist_ok=True)
+    _default_bridge()
+    argv = [shutil.which("dockerd") or "dockerd", "--config-file", str(CONFIG)]
+    if _systemd():
+        UNIT.write_text("[Unit]\nDescription=harness Docker engine (trial containers)\n"
+                        "After=network-online.target\n\n[Service]\n"
+                        f"ExecStart={' '.join(argv)}\nDelegate=yes\nKillMode=process\n"
+                        "LimitNOFILE=1048576\n\n[Install]\nWantedBy=multi-user.target\n")
+        subprocess.run(["systemctl", "daemon-reload"], check=True)
+        subprocess.run(["systemctl", "enable", "--now", "harness-docker"], check=True)
+        log("harness Docker engine started (systemd unit harness-docker)")
+        return
+    LOG.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOG, "ab") as out:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                         start_new_session=True, close_fds=True)
+    log(f"harness Docker engine started in the background (log: {LOG})")
+
+
+def _build_network(c) -> None:
+    """The network image builds run on (the only harness network routed out)."""
+    import docker
+
+    try:
+        c.networks.get(BUILD_NETWORK)
+    except docker.errors.NotFound:
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=BUILD_SUBNET)])
+        c.networks.create(BUILD_NETWORK, driver="bridge", ipam=ipam,
+                          options={"com.docker.network.bridge.name": BUILD_BRIDGE},
+                          labels={"harness.engine": "build"})
+
+
+def status() -> dict:
+    """What doctor reports: reachable, version, userns and cgroupns in effect."""
+    c = client(timeout=10)
+    info = c.info()
+    opts = " ".join(info.get("SecurityOptions") or [])
+    return {"host": docker_host(), "version": info.get("ServerVersion", "?"),
+            "userns": "userns" in opts, "cgroupns": "cgroupns" in opts,
+            "runtime": info.get("DefaultRuntime", "?")}
