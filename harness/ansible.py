@@ -148,6 +148,19 @@ def prepare_skip_tags(task) -> list[str]:
                                    ("bootstrap_roles", not ans.bootstrap)) if empty]
 
 
+ENV_KEEP = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ",
+            "SHELL", "VIRTUAL_ENV", "PWD", "SSH_AUTH_SOCK"}
+ENV_KEEP_PREFIXES = ("ANSIBLE_", "RUNNER_", "AWX_", "PYTHON", "LC_", "DOCKER_", "HARNESS_",
+                     "JOB_", "PROFILE_TASKS_")
+
+
+def minimal_env(env: dict[str, str]) -> dict[str, str]:
+    """The allowlisted part of an environment for ansible-playbook (no API keys; the
+    harness's own secrets never come through variables with these names)."""
+    return {k: v for k, v in env.items()
+            if k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)}
+
+
 class Gate:
     """A playbook run started before its nodes exist waits here before its first play
     (ansible_plugins/callback/harness_start.py): `open()` lets it run, `abort()` ends it
@@ -177,7 +190,7 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
     With a `gate`, ansible-playbook starts up now and runs its plays once the gate opens.
     A failure raises AnsibleError naming the host, task and play that failed (`.play`).
     """
-    import ansible_runner
+    import ansible_runner.interface
 
     data_dir = paths.ansible(stage)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -207,7 +220,7 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
     if server:
         envvars["HARNESS_ANSIBLE_SERVER"] = server
     book = str(playbook or PLAYBOOKS / "trial.yml")
-    result = ansible_runner.run(
+    runner = ansible_runner.interface.init_runner(
         private_data_dir=str(data_dir),
         playbook=book,
         # ansible-playbook without Python's interpreter teardown (0.15-0.3 s): see the script
@@ -221,7 +234,13 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
         quiet=True,
         timeout=timeout,
         settings={"suppress_ansible_output": True},
+        suppress_env_files=True,
     )
+    # ansible-playbook gets only what it needs of this process's environment (which may
+    # hold API keys); runner records that environment in artifacts/<ident>/command
+    runner.config.env = minimal_env(runner.config.env)
+    runner.run()
+    result = runner
     events = list(result.events)
     plays = [(ev["event_data"].get("play", ""), ev.get("created", ""))
              for ev in events if ev.get("event") == "playbook_on_play_start"]

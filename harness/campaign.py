@@ -25,6 +25,7 @@ from harness.results import write_json_atomic
 from harness.task import Task, discover_tasks, load_task
 
 ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+SECRET_KEY = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
 
 
 class TaskSelector(BaseModel):
@@ -49,6 +50,15 @@ class AgentSpec(BaseModel):
             if not ENV_REF.match(value):
                 raise ValueError(f"env.{key} must reference the caller's environment as "
                                  f"${{VAR}}, never hold a value (got a literal)")
+        return v
+
+    @field_validator("kwargs")
+    @classmethod
+    def _no_literal_secrets(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key, value in v.items():
+            if SECRET_KEY.search(key) and isinstance(value, str) and not ENV_REF.match(value):
+                raise ValueError(f"kwargs.{key} looks like a credential: reference the "
+                                 f"caller's environment as ${{VAR}}, never a literal value")
         return v
 
     @property

@@ -64,9 +64,10 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
     queue = TrialQueue(run_dir, camp, subs, on_change=on_change)
     records = run_async(queue.run(todo)) if todo else []
     rows = collect(run_dir)
+    crashed = [r.trial_id for r in records if (r.error or {}).get("type") == "HarnessCrash"]
     return {"run_dir": str(run_dir), "kept": kept, "ran": len(records),
             "cancelled": queue.stopping, "statuses": dict(Counter(r.status for r in records)),
-            "results": rows}
+            "crashed": crashed, "results": rows}
 
 
 def campaign_status(run_dir: Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from harness.paths import TrialPaths
+from harness.redact import Redactor
 from harness.substrates.base import ExecResult, Node, Substrate, tar_bytes
 from harness.trajectory import CommandRecord, append_record
 
@@ -82,14 +83,18 @@ class TrialEnvironment:
     async def put(self, src: Path, dest: str, node: Node | None = None) -> None:
         await self.substrate.put(node or self.primary, src, dest)
 
+    @property
+    def redactor(self) -> Redactor:
+        """A redactor of the current secrets (agents add theirs at setup)."""
+        key = tuple(self.secrets)
+        if getattr(self, "_redactor_key", None) != key:
+            self._redactor, self._redactor_key = Redactor(key), key
+        return self._redactor
+
     def redact(self, text: str | None) -> str | None:
-        """Remove every known secret value from text written to the trial dir."""
-        if not text:
-            return text
-        for s in self.secrets:
-            if s and len(s) >= 4:
-                text = text.replace(s, "[REDACTED]")
-        return text
+        """Remove every known secret value, and its encodings, from text written to the
+        trial dir."""
+        return self.redactor.text(text)
 
     def record(self, node: str, cmd: str, result: ExecResult, ts: str, source: str) -> None:
         """Append one command to agent/trajectory.jsonl (flushed and fsync'd)."""

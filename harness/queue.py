@@ -54,15 +54,24 @@ class Journal:
 
 
 def resolve_secrets(agent: AgentSpec) -> dict[str, str]:
-    """Values of the agent's `${VAR}` references from the caller's environment."""
+    """Values of the agent's `${VAR}` references (env and kwargs) from the caller's
+    environment, by name (kwargs as `kwargs.<key>`); an unset one is an input error."""
     out = {}
-    for key, ref in agent.env.items():
+    refs = [(f"env.{k}", k, v) for k, v in agent.env.items()]
+    refs += [(f"kwargs.{k}", f"kwargs.{k}", v) for k, v in agent.kwargs.items()
+             if isinstance(v, str) and ENV_REF.match(v)]
+    for where, key, ref in refs:
         var = ENV_REF.match(ref).group(1)
         if var not in os.environ:
             raise InputError(f"agent {agent.label}: environment variable {var} is not set",
-                             key=f"agents.{agent.name}.env.{key}")
+                             key=f"agents.{agent.name}.{where}")
         out[key] = os.environ[var]
     return out
+
+
+def agent_kwargs(agent: AgentSpec, resolved: dict[str, str]) -> dict[str, Any]:
+    """The agent's kwargs with `${VAR}` references replaced by their values."""
+    return {k: resolved.get(f"kwargs.{k}", v) for k, v in agent.kwargs.items()}
 
 
 @dataclass
@@ -98,12 +107,17 @@ class TrialQueue:
     def _trial(self, t: dict[str, Any]) -> Trial:
         spec = self.agents[(t["agent"], t["model"])]
         task = load_task(t["task_path"])
-        return Trial(task=task, agent=get_agent(spec.name, model=spec.model, **spec.kwargs),
+        resolved = resolve_secrets(spec)
+        return Trial(task=task, agent=get_agent(spec.name, model=spec.model,
+                                                **agent_kwargs(spec, resolved)),
                      substrate=self.substrates[t["substrate"]],
                      root=self.run_dir / "trials" / t["trial_id"], trial_id=t["trial_id"],
                      campaign=self.camp.name, attempt=t["attempt"], retries=self.camp.retries,
                      timeout_multiplier=self.camp.timeout_multiplier,
-                     secrets={**agent_secrets(spec.name), **resolve_secrets(spec)},
+                     secrets={**agent_secrets(spec.name),
+                              **{k: v for k, v in resolved.items()
+                                 if not k.startswith("kwargs.")}},
+                     extra_secrets=[v for k, v in resolved.items() if k.startswith("kwargs.")],
                      fingerprint=t["fingerprint"],
                      on_phase=self._phase)
 
@@ -118,16 +132,18 @@ class TrialQueue:
                 t["memory_mb"] if vm else 0, t["cpus"] if vm else 0):
             if self.stopping:
                 return None
-            trial = self._trial(t)
-            self.trials[t["trial_id"]] = trial
             self.journal.write("started", trial=t["trial_id"])
             started = time.monotonic()
             try:
+                trial = self._trial(t)
+                self.trials[t["trial_id"]] = trial
                 rec = await trial.run()
             except asyncio.CancelledError:
                 self.journal.write("finished", trial=t["trial_id"], status="cancelled")
                 self._finished(t["trial_id"], "cancelled")
                 raise
+            except Exception as exc:  # before the trial could record itself: record it here
+                rec = plan_crash_record(self.run_dir, t, self.camp.name, exc)
             self.journal.write("finished", trial=t["trial_id"], status=rec.status,
                                reward=rec.reward, seconds=round(time.monotonic() - started, 1))
             self._finished(t["trial_id"], rec.status)
@@ -186,7 +202,28 @@ def cancelled_record(trial: Trial, message: str) -> None:
         substrate=trial.substrate.name, status="cancelled",
         error={"type": "Cancelled", "message": message}, harness_version=trial.agent.version,
         timings=trial.timings, fingerprint=trial.fingerprint, finished_at=now_iso(),
-    ).write(trial.paths.result)
+    ).write(trial.paths.result, trial.redactor)
+
+
+def plan_crash_record(run_dir: Path, t: dict[str, Any], campaign: str,
+                      exc: Exception) -> TrialRecord:
+    """A `setup_error` record for a planned trial that failed before its Trial existed
+    (e.g. its task no longer loads): written so that apply neither hangs on it nor
+    forgets it; `HarnessCrash` makes apply exit non-zero."""
+    from harness import __version__
+
+    message = exc.message if hasattr(exc, "message") else f"{type(exc).__name__}: {exc}"
+    rec = TrialRecord(
+        trial_id=t["trial_id"], campaign=campaign, attempt=t.get("attempt", 1),
+        task=TaskRef(name=t.get("task", "?"), path=str(t.get("task_path", "")),
+                     sha256=t.get("task_sha256", "")),
+        agent=AgentRef(name=t.get("agent", "?"), model=t.get("model"), version="?"),
+        substrate=t.get("substrate", "?"), status="setup_error",
+        error={"type": "HarnessCrash", "message": message[:2000]},
+        harness_version=__version__, fingerprint=t.get("fingerprint"), finished_at=now_iso())
+    paths = TrialPaths(run_dir / "trials" / t["trial_id"]).make()
+    rec.write(paths.result)
+    return rec
 
 
 def clean_unfinished(run_dir: Path, t: dict[str, Any], substrate) -> None:

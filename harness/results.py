@@ -89,5 +89,7 @@ class TrialRecord(BaseModel):
     started_at: str | None = None
     finished_at: str | None = None
 
-    def write(self, path: Path) -> None:
-        write_json_atomic(path, self.model_dump(mode="json"))
+    def write(self, path: Path, redactor=None) -> None:
+        """Write atomically; every string redacted first when a `redactor` is given."""
+        data = self.model_dump(mode="json")
+        write_json_atomic(path, redactor.obj(data) if redactor else data)

@@ -41,20 +41,29 @@ class Metadata(_Section):
     services: list[str] = Field(default_factory=list)
 
 
+# bounds that catch typos and absurd values at validate time (inf/nan never pass)
+MAX_TIMEOUT_SEC = 7 * 86400
+MAX_CPUS, MAX_MEMORY_MB, MAX_STORAGE_MB = 256, 1024 * 1024, 16 * 1024 * 1024
+
+
+def _timeout(default: float) -> Any:
+    return Field(default=default, gt=0, le=MAX_TIMEOUT_SEC, allow_inf_nan=False)
+
+
 class AgentSection(_Section):
-    timeout_sec: float = Field(default=1800.0, gt=0)
+    timeout_sec: float = _timeout(1800.0)
 
 
 class VerifierSection(_Section):
-    timeout_sec: float = Field(default=300.0, gt=0)
+    timeout_sec: float = _timeout(300.0)
     env: dict[str, str] = Field(default_factory=dict)
 
 
 class NodeSpec(_Section):
     name: str
-    cpus: int | None = Field(default=None, gt=0)
-    memory_mb: int | None = Field(default=None, gt=0)
-    storage_mb: int | None = Field(default=None, gt=0)
+    cpus: int | None = Field(default=None, gt=0, le=MAX_CPUS)
+    memory_mb: int | None = Field(default=None, gt=0, le=MAX_MEMORY_MB)
+    storage_mb: int | None = Field(default=None, gt=0, le=MAX_STORAGE_MB)
     roles: list[str] = Field(default_factory=list)
     bmc: bool = False
     data_disks: list[int] = Field(default_factory=list,
@@ -86,20 +95,20 @@ class AnsibleSection(BaseModel):
 
 class EnvironmentSection(_Section):
     type: Literal["docker", "vm", "vm-cluster", "baremetal", "cloudlab"] = "docker"
-    cpus: int = Field(default=1, gt=0)
-    memory_mb: int = Field(default=1024, gt=0)
-    storage_mb: int = Field(default=10240, gt=0)
+    cpus: int = Field(default=1, gt=0, le=MAX_CPUS)
+    memory_mb: int = Field(default=1024, gt=0, le=MAX_MEMORY_MB)
+    storage_mb: int = Field(default=10240, gt=0, le=MAX_STORAGE_MB)
     base_image: str | None = None
     network: str | None = None
-    build_timeout_sec: float = Field(default=900.0, gt=0)
+    build_timeout_sec: float = _timeout(900.0)
     nodes: list[NodeSpec] = Field(default_factory=list)
     ansible: AnsibleSection = Field(default_factory=AnsibleSection)
 
 
 class LiveGate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    duration_sec: float = Field(gt=0)
-    interval_sec: float = Field(gt=0)
+    duration_sec: float = Field(gt=0, le=MAX_TIMEOUT_SEC, allow_inf_nan=False)
+    interval_sec: float = Field(gt=0, le=MAX_TIMEOUT_SEC, allow_inf_nan=False)
 
 
 class DurabilityGate(BaseModel):

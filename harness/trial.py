@@ -35,6 +35,7 @@ from harness.errors import AnsibleError, HarnessError
 from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
 from harness.gates import GateContext, gates_for, run_gates
 from harness.paths import TrialPaths
+from harness.redact import Redactor
 from harness.results import AgentRef, TaskRef, TrialRecord, write_json_atomic
 from harness.scenario import ScenarioAPI, load_scenario, run_window
 from harness.substrates import Substrate, TrialSpec
@@ -107,11 +108,16 @@ class Trial:
     keep: bool = False
     timeout_multiplier: float = 1.0
     secrets: dict[str, str] = field(default_factory=dict)
+    extra_secrets: list[str] = field(default_factory=list)
     fingerprint: str | None = None
     on_phase: Callable[[str, str], None] = lambda trial_id, phase: None
 
     def __post_init__(self):
         self.paths = TrialPaths(self.root).make()
+        # every secret of this trial: the agent's keys, what the substrate made (BMC
+        # passwords), what agents add at setup; shared with the environment
+        self.secret_values: list[str] = [v for v in [*self.secrets.values(),
+                                                     *self.extra_secrets] if v]
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root)
         self.timings: dict[str, dict] = {}
         self.env: TrialEnvironment | None = None
@@ -134,9 +140,16 @@ class Trial:
             await asyncio.to_thread(concurrent.futures.wait, running, timeout)
         self._pending.clear()
 
+    @property
+    def redactor(self) -> Redactor:
+        key = tuple(self.secret_values)
+        if getattr(self, "_redactor_key", None) != key:
+            self._redactor, self._redactor_key = Redactor(key), key
+        return self._redactor
+
     def event(self, name: str, **data) -> None:
         rec = {"ts": now_iso(), "elapsed_sec": round(time.monotonic() - self._t0, 3),
-               "name": name, "data": data}
+               "name": name, "data": self.redactor.obj(data)}
         with self.paths.events.open("a") as fh:
             fh.write(json.dumps(rec, default=str) + "\n")
 
@@ -165,6 +178,8 @@ class Trial:
         image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
+        self.secret_values.extend(v for v in self.substrate.secrets(self.spec)
+                                  if v and v not in self.secret_values)
         write_root(self.paths, render_root(self.substrate.terraform_module(),
                                            self.paths.terraform, tf_vars,
                                            providers_for(self.substrate.name),
@@ -187,7 +202,7 @@ class Trial:
             raise
         self._early = early
         self.env = TrialEnvironment(self.substrate, nodes, self.paths,
-                                    secrets=list(self.secrets.values()),
+                                    secrets=self.secret_values,
                                     on_record=self._live_risk)
 
     def _start_prepare_early(self, tf_vars: dict) -> EarlyPrepare | None:
@@ -286,14 +301,34 @@ class Trial:
                         record = self._record("setup_error", started, error={
                             **err, "phase": exc.phase})
             if record.error is None:
+                self._window_opened = True
                 record = await self._window_and_gates(started)
         except asyncio.CancelledError:
             record = self._record("cancelled", started,
                                   error={"type": "Cancelled", "message": "interrupted"})
             await asyncio.shield(self._finish(record, retry_log))
             raise
-        await self._finish(record, retry_log)
+        except Exception as exc:  # the catch-all: a harness bug never leaks a trial
+            record = self._crash_record(started, exc)
+        try:
+            await self._finish(record, retry_log)
+        except Exception as exc:  # teardown or writing failed: still leave a record
+            record = self._crash_record(started, exc)
+            record.retries = retry_log
+            record.write(self.paths.result, self.redactor)
         return record
+
+    def _crash_record(self, started: str, exc: BaseException) -> TrialRecord:
+        """An unexpected exception as a record: scored as an agent error once the window
+        opened, else a setup error; the error says it was the harness's (`HarnessCrash`)."""
+        import traceback
+
+        status = "agent_error" if getattr(self, "_window_opened", False) else "setup_error"
+        where = "".join(traceback.format_exception(exc)[-3:])[-1500:]
+        self.event("trial.crashed", error=f"{type(exc).__name__}: {exc}"[:1000], where=where)
+        return self._record(status, started, error={
+            "type": "HarnessCrash", "message": f"{type(exc).__name__}: {exc}"[:2000],
+            "where": where})
 
     async def _window_and_gates(self, started: str) -> TrialRecord:
         """The agent window with the task's scenario beside it, the immediate gate, then the
@@ -444,8 +479,12 @@ class Trial:
         record.timings = self.timings
         record.fingerprint = self.fingerprint
         record.finished_at = now_iso()
-        record.write(self.paths.result)
         self.event("trial.end", status=record.status, reward=record.reward)
+        record.write(self.paths.result, self.redactor)
+        # the last pass: whatever a tool wrote (ansible artifacts, logs), no secret stays
+        scrubbed = await asyncio.to_thread(self.redactor.scrub_tree, self.paths.root)
+        if scrubbed:
+            self.event("trial.redacted", files=scrubbed[:50])
 
     async def _teardown(self) -> list[str]:
         """terraform destroy, then sweep what still carries the trial's label: the leaks."""

@@ -84,6 +84,10 @@ def apply(
                   f"results in {summary['run_dir']}/results")
     if summary["cancelled"]:
         raise typer.Exit(130)
+    if summary.get("crashed"):
+        con.print(f"[red]{len(summary['crashed'])} trial(s) ended by a harness error "
+                  f"(HarnessCrash, see their result.json): {', '.join(summary['crashed'])}")
+        raise typer.Exit(3)
 
 
 @campaign_app.command("status")

@@ -119,6 +119,11 @@ class Substrate(ABC):
             raise SubstrateError(self.name, f"unpacking into {node.name}:{dest} failed",
                                  res.stderr)
 
+    def secrets(self, spec: TrialSpec) -> list[str]:
+        """Credentials this substrate made or holds for the trial (BMC passwords...): the
+        trial redacts them from everything it writes."""
+        return []
+
     def provider_config(self) -> dict[str, dict]:
         """Provider blocks of the trial's root module (connection settings), by provider."""
         return {}

@@ -9,7 +9,8 @@ leftovers. The per-trial key and disks live under the trial directory::
     <trial>/ssh/id_ed25519[.pub]      per-trial key pair (root on every node)
     <trial>/vm/disks/hx-<trial>-<node>.qcow2, -seed.img   the trial's storage pool hx-<trial>
     <trial>/vm/hx-<trial>-<node>-console.log              serial console
-    <trial>/vm/bmc/<node>.json|.pid|.log                  virtual BMC of a `bmc = true` node
+    <trial>/vm/bmc/<node>.pid|.log                        virtual BMC of a `bmc = true` node
+                                                          (its credentials: bmc.config_path)
 
 Node vcpu/memory come from the node, else the task's `[environment]`, clamped to the host
 (with a warning). `wait_ready` (called by Trial right after the nodes are known) waits for
@@ -161,6 +162,12 @@ class LibvirtSubstrate(Substrate):
             "trial_root": str(root),
             "python": sys.executable,
         }
+
+    def secrets(self, spec: TrialSpec) -> list[str]:
+        """The trial's BMC passwords (made in terraform_vars)."""
+        root = spec.root.resolve()
+        return [c["password"] for n in self._bmc_nodes(spec)
+                if (c := bmc.read_config(root, n)) and c.get("password")]
 
     def _bmc_nodes(self, spec: TrialSpec) -> list[str]:
         return [n.name for n in getattr(spec.task, "nodes", None) or [] if getattr(n, "bmc", 0)]

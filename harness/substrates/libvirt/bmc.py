@@ -6,7 +6,8 @@ random credentials and talks to them. A BMC is a detached process bound to the t
 network's host-side address (`.1` on the trial bridge, reachable from the nodes) on a
 per-trial UDP port::
 
-    <trial>/vm/bmc/<node>.json   address, port, user, password, domain (mode 0600)
+    $HARNESS_HOME/secrets/bmc/<key>/<node>.json   address, port, user, password, domain
+                                                  (0600; never in the run directory)
     <trial>/vm/bmc/<node>.pid    pid of the BMC process
     <trial>/vm/bmc/<node>.log    its output
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -37,14 +39,35 @@ MODULE = "harness.substrates.libvirt.bmc"
 _SHA1_PEERS: set[tuple[str, int]] = set()
 
 
+def state_dir(trial_root: Path) -> Path:
+    """`<trial>/vm/bmc`: pid files and logs (no credentials)."""
+    return trial_root / "vm" / "bmc"
+
+
 def config_path(trial_root: Path, node: str) -> Path:
-    return trial_root / "vm" / "bmc" / f"{node}.json"
+    """A node's BMC config with its credentials: outside the run directory (nothing of a
+    run dir may hold a credential), in `$HARNESS_HOME/secrets/bmc/<hash of the trial
+    dir>/`, mode 0600 in a 0700 directory; removed when the BMC stops."""
+    from harness.paths import harness_home
+
+    key = hashlib.sha256(str(trial_root.resolve()).encode()).hexdigest()[:20]
+    return harness_home() / "secrets" / "bmc" / key / f"{node}.json"
 
 
 def free_udp_port(address: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.bind((address, 0))
-        return sock.getsockname()[1]
+    """A free UDP port on `address` in the range the trial firewall opens for BMCs."""
+    from harness.firewall import BMC_PORTS
+
+    start = BMC_PORTS[0] + secrets.randbelow(BMC_PORTS[1] - BMC_PORTS[0])
+    for i in range(BMC_PORTS[1] - BMC_PORTS[0] + 1):
+        port = BMC_PORTS[0] + (start - BMC_PORTS[0] + i) % (BMC_PORTS[1] - BMC_PORTS[0] + 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.bind((address, port))
+            except OSError:
+                continue
+            return port
+    raise SubstrateError("vm", f"no free UDP port for a BMC on {address} in {BMC_PORTS}")
 
 
 def write_config(trial_root: Path, node: str, domain: str, address: str) -> dict:
@@ -52,9 +75,10 @@ def write_config(trial_root: Path, node: str, domain: str, address: str) -> dict
     path = config_path(trial_root, node)
     if path.exists():
         return json.loads(path.read_text())
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.parent.chmod(0o700)
     cfg = {"node": node, "domain": domain, "address": address, "port": 0,
+           "owner": os.getpid(),
            "user": "hx" + secrets.token_hex(3), "password": secrets.token_urlsafe(12)}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -139,7 +163,8 @@ def start(trial_root: Path, node: str, name: str, campaign: str, owner: int, uri
     cfg = read_config(trial_root, node)
     if cfg is None:
         raise SubstrateError("vm", f"no BMC config for {node} in {trial_root}/vm/bmc")
-    base = config_path(trial_root, node).with_suffix("")
+    state_dir(trial_root).mkdir(parents=True, exist_ok=True)
+    base = state_dir(trial_root) / node
     pidfile = base.with_suffix(".pid")
     if pidfile.exists() and _alive(int(pidfile.read_text() or 0)):
         return cfg
@@ -194,7 +219,8 @@ def processes() -> list[dict]:
             continue
         opts = dict(zip(argv[::1], argv[1::1], strict=False))
         found.append({"pid": int(proc.name), "name": opts.get("--name", ""),
-                      "campaign": opts.get("--campaign", ""), "owner": opts.get("--owner", "")})
+                      "campaign": opts.get("--campaign", ""), "owner": opts.get("--owner", ""),
+                      "config": opts.get("--config", "")})
     return found
 
 
@@ -216,6 +242,32 @@ def leftovers(campaign: str | None = None, trial: str | None = None,
             found.append(f"bmc {name} (pid {p['pid']})")
             if remove:
                 stop_pid(p["pid"])
+                if p["config"]:
+                    Path(p["config"]).unlink(missing_ok=True)
+    if not trial and not campaign:
+        found += _stale_credentials(remove)
+    return found
+
+
+def _stale_credentials(remove: bool) -> list[str]:
+    """Credential directories no running BMC uses (a trial killed before its teardown)."""
+    from harness.paths import harness_home
+
+    root = harness_home() / "secrets" / "bmc"
+    used = {str(Path(p["config"]).parent) for p in processes() if p["config"]}
+    found = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        owners = []
+        for f in d.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                owners.append(int(json.loads(f.read_text()).get("owner", 0)))
+        if str(d) not in used and not any(_alive(o) for o in owners):
+            found.append(f"bmc credentials {d.name}")
+            if remove:
+                for f in d.iterdir():
+                    f.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    d.rmdir()
     return found
 
 
@@ -309,12 +361,22 @@ def main(argv: list[str] | None = None) -> None:
                     int(args.owner), args.uri)
         print(f"{cfg['address']}:{cfg['port']}")
     else:
-        pidfile = config_path(Path(args.trial_root), args.node).with_suffix(".pid")
+        root = Path(args.trial_root)
+        pidfile = state_dir(root) / f"{args.node}.pid"
         if pidfile.exists():
             pid = int(pidfile.read_text() or 0)
             if any(p["pid"] == pid for p in processes()):  # never a recycled pid
                 stop_pid(pid)
             pidfile.unlink()
+        forget(root, args.node)
+
+
+def forget(trial_root: Path, node: str) -> None:
+    """Remove a node's credentials (and their directory once empty)."""
+    path = config_path(trial_root, node)
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
 
 
 if __name__ == "__main__":
