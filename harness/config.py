@@ -33,6 +33,7 @@ class Settings(BaseModel):
     docker_host: str = ""  # the harness's own engine (its socket) when empty
     docker_pool: str = "10.213.0.0/16"
     docker_prefix: int = Field(default=24, ge=16, le=28)
+    docker_pids_limit: int = Field(default=4096, ge=64, le=1048576)
 
     def map_image(self, ref: str) -> str:
         """Map a foreign `FROM` reference to a local base (glob patterns allowed)."""

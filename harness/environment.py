@@ -74,8 +74,15 @@ class TrialEnvironment:
                       f"{{ echo {shlex.quote(UNPACK_FAILED + ' ' + dest)} >&2; exit 97; }}\n"
                       + cmd)
             stdin = tar_bytes(src)
-        result = await self.substrate.exec(target, script, timeout, env=env, stdin=stdin,
-                                           toolbox=toolbox)
+        try:
+            result = await self.substrate.exec(target, script, timeout, env=env, stdin=stdin,
+                                               toolbox=toolbox)
+        except BaseException as exc:  # cut off (window closed, interrupt): still recorded
+            if record:
+                self.record(target.name, cmd, ExecResult(
+                    -1, "", f"harness: interrupted before it returned ({type(exc).__name__})",
+                    timed_out=True), started, source)
+            raise
         if record:
             self.record(target.name, cmd, result, started, source)
         return result

@@ -107,43 +107,67 @@ ppid() {
   while read -r k v; do [ "$k" = PPid: ] && { echo "$v"; return; }; done < "/proc/$1/status"
   echo 0
 }
-self=$$; keep=" 1 $self "; p=$self
+self=$$; keep=" 1 $self "; p=$self; tbb=${PATH%%:*}/busybox
 while [ "$p" -gt 1 ] 2>/dev/null; do p=$(ppid "$p" 2>/dev/null || echo 0); keep="$keep$p "; done
 faults=""
 for f in /run/harness/faults/*.json; do [ -f "$f" ] && faults="$faults ${f##*/}"; done
 sshmain=$(systemctl show -p MainPID --value ssh.service 2>/dev/null || echo 0); stopped=" "
-for d in /proc/[0-9]*; do
-  pid=${d#/proc/}
-  case "$keep" in *" $pid "*) continue ;; esac
-  [ -e "$d/exe" ] || continue
-  cg=""
-  while IFS= read -r line; do
-    case "$line" in
-      *:name=systemd:*) cg=${line#*:name=systemd:} ;;
-      0::*) [ -n "$cg" ] || cg=${line#0::} ;;
-    esac
-  done < "$d/cgroup" 2>/dev/null
-  unit=""
-  case "$cg" in
-    /init.scope) continue ;;
-    /system.slice/*) unit=${cg#/system.slice/}; unit=${unit%%/*} ;;
-  esac
-  if [ -n "$unit" ]; then
-    if [ "$unit" = ssh.service ]; then
-      [ "$pid" = "$sshmain" ] && continue
-    elif [ ! -e "/run/systemd/transient/$unit" ]; then
-      continue
-    else
-      fid=${unit#hx-deadman-}; fid=${fid#hx-}; fid=${fid%%-*}; fid=${fid%.*}
-      case "$faults" in *" $fid.json"*) continue ;; esac
-      case "$stopped" in *" $unit "*) ;; *)
-        stopped="$stopped $unit "
-        systemctl stop "$unit" >/dev/null 2>&1
-        printf 'K {"unit": "%s", "cgroup": "%s"}\n' "$unit" "$cg" ;;
+# leftovers: prints "pid cgroup" of every process to stop; stops transient units on the way
+leftovers() {
+  for d in /proc/[0-9]*; do
+    pid=${d#/proc/}
+    case "$keep" in *" $pid "*) continue ;; esac
+    [ -e "$d/exe" ] || continue
+    [ "$d/exe" -ef "$tbb" ] && continue  # the toolbox's own (this script, its watchdog)
+    cg=""
+    while IFS= read -r line; do
+      case "$line" in
+        *:name=systemd:*) cg=${line#*:name=systemd:} ;;
+        0::*) [ -n "$cg" ] || cg=${line#0::} ;;
       esac
+    done < "$d/cgroup" 2>/dev/null
+    unit=""
+    case "$cg" in
+      /init.scope) continue ;;
+      /system.slice/*) unit=${cg#/system.slice/}; unit=${unit%%/*} ;;
+    esac
+    if [ -n "$unit" ]; then
+      if [ "$unit" = ssh.service ]; then
+        [ "$pid" = "$sshmain" ] && continue
+      elif [ ! -e "/run/systemd/transient/$unit" ]; then
+        continue
+      else
+        fid=${unit#hx-deadman-}; fid=${fid#hx-}; fid=${fid%%-*}; fid=${fid%.*}
+        case "$faults" in *" $fid.json"*) continue ;; esac
+        case "$stopped" in *" $unit "*) ;; *)
+          stopped="$stopped $unit "
+          systemctl stop "$unit" >/dev/null 2>&1
+          printf 'K {"unit": "%s", "cgroup": "%s"}\n' "$unit" "$cg" ;;
+        esac
+      fi
     fi
-  fi
-  cmd=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null | head -c 200 | tr -d '"\\')
+    echo "$pid $cg"
+  done
+}
+# SIGSTOP first, in rounds (a stopped process forks no more: a fork bomb converges), then
+# SIGKILL what was stopped
+all=""
+for round in 1 2 3 4 5 6; do
+  found=$(leftovers)
+  pids=$(echo "$found" | sed -n 's/^\([0-9][0-9]*\) .*/\1/p')
+  [ -n "$pids" ] || break
+  kill -STOP $pids 2>/dev/null
+  all="$all
+$found"
+done
+echo "$all" | sed -n 's/^K //p' | sed 's/^/K /'
+echo "$all" | while read -r pid cg; do
+  case "$pid" in ''|*[!0-9]*) continue ;; esac
+  [ -e "/proc/$pid" ] || continue
+  case "$(readlink "/proc/$pid/exe" 2>/dev/null)" in  # an earlier toolbox's watchdog
+    /.hx-tb-*) kill -9 "$pid" 2>/dev/null; continue ;;
+  esac
+  cmd=$( (tr '\0' ' ' < "/proc/$pid/cmdline") 2>/dev/null | head -c 200 | tr -d '"\\')
   kill -9 "$pid" 2>/dev/null &&
     printf 'K {"pid": %s, "cgroup": "%s", "cmd": "%s"}\n' "$pid" "$cg" "$cmd"
 done

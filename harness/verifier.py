@@ -9,6 +9,7 @@ run that exited non-zero or timed out, and a reward its own scored checks contra
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import secrets
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 PHASES = ("functional", "durability", "cleanup")
+KILLED = 128 + 9  # test.sh's deadline (timeout -s KILL) ended it
 _READ_FILES = ("(cd /logs/verifier 2>/dev/null && for f in reward.json reward.txt; do "
                "[ -f $f ] && printf '\\n@@HX@@%s\\n' $f && cat $f; done; true)")
 
@@ -222,16 +224,21 @@ async def _run_tests(env, task, toolbox: str | None):
     /logs/verifier (else /logs/verifier is emptied in place)."""
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
     mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
-    body = (f"cd /tests && {exports + ' ' if exports else ''}bash /tests/test.sh; "
-            f"hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc")
+    limit = max(1, int(task.config.verifier.timeout_sec))
+    # test.sh has its own deadline, so that what it wrote is still read when it is cut off
+    body = (f"cd /tests && {exports + ' ' if exports else ''}timeout -s KILL {limit} "
+            f"bash /tests/test.sh; hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; "
+            "exit $hx_rc")
     if toolbox:
         inner = ("mkdir -p /logs/verifier && mount -t tmpfs -o mode=0755,size=64m "
                  "hx-verifier /logs/verifier || exit 98\n" + body)
         cmd = f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}"
     else:
         cmd = "{ rm -rf /logs/verifier && mkdir -p /logs/verifier; } || exit 98\n" + body
-    run = await env.exec(cmd, timeout=task.config.verifier.timeout_sec, record=False,
+    run = await env.exec(cmd, timeout=limit + 30, record=False,
                          files=(task.tests_dir, "/tests"), toolbox=toolbox)
+    if run.exit_code == KILLED and not run.timed_out:
+        run = dataclasses.replace(run, timed_out=True)
     return run, mark
 
 

@@ -101,8 +101,9 @@ class Substrate(ABC):
                    toolbox: str | None = None) -> ExecResult:
         """Run `cmd` with bash on `node` as root, killed after `timeout` seconds; `stdin`
         (when given) is its standard input, then end of file. With `toolbox` (a directory
-        made by `harness.integrity`), `cmd` runs under that toolbox's `timeout` and `sh`,
-        with its `bin` first on PATH, not through the node's own shell."""
+        made by `harness.integrity`), `cmd` runs under that toolbox's `sh`, with its `bin`
+        first on PATH, not through the node's own shell or `timeout` (the harness bounds it
+        from outside)."""
 
     @abstractmethod
     async def put(self, node: Node, src: Path, dest: str) -> None:
@@ -163,12 +164,11 @@ class Substrate(ABC):
         return {}
 
 
-def toolbox_argv(toolbox: str, cmd: str, timeout: float) -> list[str]:
-    """`cmd` under the toolbox's timeout and sh (killed after `timeout` s), PATH first."""
+def toolbox_argv(toolbox: str, cmd: str) -> list[str]:
+    """`cmd` under the toolbox's sh, its bin first on PATH (the caller bounds the time)."""
     bin_dir = f"{toolbox}/bin"
-    return [f"{bin_dir}/timeout", "-s", "KILL", str(max(1, int(timeout))), f"{bin_dir}/sh",
-            "-c", f"export PATH={bin_dir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-                  f"/sbin:/bin\n{cmd}"]
+    return [f"{bin_dir}/sh", "-c", f"export PATH={bin_dir}:/usr/local/sbin:/usr/local/bin:"
+                                   f"/usr/sbin:/usr/bin:/sbin:/bin\n{cmd}"]
 
 
 def tar_bytes(src: Path, top: str = "") -> bytes:

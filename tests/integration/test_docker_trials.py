@@ -105,13 +105,16 @@ def test_verifier_garbage_is_a_verifier_error_with_its_text(seed_task, tmp_path)
 
 def test_verifier_output_exit_code_and_a_timed_out_test(seed_task, tmp_path):
     """test.sh's stdout is kept as printed (no trailing newline added) and its exit code
-    reported; a test.sh cut off by its timeout still has the reward it wrote read back."""
+    reported; a credit from a run that exited non-zero, or that its deadline cut off, is
+    not trusted (verifier error), though what it wrote is read back and kept."""
     task_dir = seed_task("hello-docker")
     (task_dir / "tests" / "test.sh").write_text(
         "#!/bin/bash\necho 0.5 > /logs/verifier/reward.txt\nprintf 'no newline'\nexit 3\n")
     trial = make_trial(task_dir, "oracle", tmp_path)
     rec = asyncio.run(trial.run())
-    assert rec.status == "failed" and rec.reward == 0.5
+    assert rec.status == "verifier_error" and rec.reward == 0.5
+    assert rec.error["type"] == "VerifierExit" and "exited 3" in rec.error["message"]
+    assert rec.error["tail"] == "no newline"
     out = trial.paths.root / "verifier" / "immediate"
     assert (out / "test-stdout.txt").read_text() == "no newline"
     assert (out / "reward.txt").read_text() == "0.5\n"
@@ -122,7 +125,8 @@ def test_verifier_output_exit_code_and_a_timed_out_test(seed_task, tmp_path):
     (task_dir / "tests" / "test.sh").write_text(
         "#!/bin/bash\necho 1.0 > /logs/verifier/reward.txt\necho started\nsleep 30\n")
     rec = asyncio.run(make_trial(task_dir, "oracle", tmp_path).run())
-    assert rec.status == "passed" and rec.reward == 1.0
+    assert rec.status == "verifier_error" and rec.reward == 1.0
+    assert "timed out" in rec.error["message"] and "started" in rec.error["tail"]
     assert labeled(rec.trial_id) == []
 
 

@@ -38,7 +38,8 @@ def endpoint(tmp_path_factory):
     return cfg, state
 
 
-def test_config_is_root_only_and_random(tmp_path):
+def test_config_is_root_only_and_random(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
     a = bmc.write_config(tmp_path / "a", "node1", "d", "10.0.0.1")
     b = bmc.write_config(tmp_path / "b", "node1", "d", "10.0.0.1")
     assert (a["user"], a["password"]) != (b["user"], b["password"])

@@ -3,13 +3,14 @@ BMC variables and the BMC-related inventory, without libvirt."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from harness.substrates.base import TrialSpec
-from harness.substrates.libvirt import LibvirtSubstrate
+from harness.substrates.libvirt import LibvirtSubstrate, bmc
 
 
 def task(nodes, cpus=2, memory_mb=768):
@@ -52,10 +53,15 @@ def test_bmc_nodes_get_config_vars_and_inventory(tmp_path, monkeypatch):
     s = TrialSpec(trial_id="t-0002", campaign="vm-unit", root=tmp_path,
                   task=task([node("node0"), node("node1", bmc=True)]),
                   image=str(tmp_path / "disk.qcow2"))
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
     tf = sub.terraform_vars(s)
     assert tf["bmc_nodes"] == ["node1"] and tf["trial_root"] == str(tmp_path.resolve())
-    cfg_file = tmp_path / "vm" / "bmc" / "node1.json"
+    cfg_file = bmc.config_path(tmp_path.resolve(), "node1")
     assert oct(cfg_file.stat().st_mode & 0o777) == "0o600"
+    password = json.loads(cfg_file.read_text())["password"]
+    assert sub.secrets(s) == [password]
+    trial_files = [f for f in tmp_path.rglob("*") if f.is_file() and "home" not in f.parts]
+    assert not any(password in f.read_text(errors="replace") for f in trial_files)
     nodes = sub.nodes(s, {"nodes": {"node0": "10.99.0.10", "node1": "10.99.0.11"}})
     assert nodes[0].extra["bmc"] is None and nodes[1].extra["bmc"]["address"] == "10.99.0.1"
     hosts = sub.inventory(s, nodes)["all"]["hosts"]

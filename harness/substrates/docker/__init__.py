@@ -31,6 +31,7 @@ from harness.substrates.docker import engine, network
 from harness.substrates.docker.image import image_tag, task_image
 
 LABEL_TRIAL = "harness.trial"
+EXEC_GRACE = 20.0
 LABEL_CAMPAIGN = "harness.campaign"
 
 
@@ -69,7 +70,7 @@ class DockerSubstrate(Substrate):
     def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.settings.docker_pool,
                                         self.settings.docker_prefix, spec.task.network)
-        return render_vars(spec, subnet)
+        return {**render_vars(spec, subnet), "pids_limit": self.settings.docker_pids_limit}
 
     def planned_image(self, task) -> str:
         """The image tag apply would build or reuse (nothing is built)."""
@@ -121,7 +122,7 @@ class DockerSubstrate(Substrate):
         started = time.monotonic()
         secs = max(1, int(timeout))
         api = self.client.api
-        argv = (toolbox_argv(toolbox, cmd, timeout) if toolbox else
+        argv = (toolbox_argv(toolbox, cmd) if toolbox else
                 ["timeout", "-k", "5", str(secs), "bash", "-c", cmd])
         try:
             exec_id = api.exec_create(node.host, argv, environment=env or {},
@@ -141,8 +142,18 @@ class DockerSubstrate(Substrate):
     async def exec(self, node: Node, cmd: str, timeout: float,
                    env: dict[str, str] | None = None, stdin: bytes | None = None,
                    toolbox: str | None = None) -> ExecResult:
-        return await asyncio.to_thread(self._exec_sync, node, cmd, timeout, env, stdin,
-                                       toolbox)
+        """Bounded from outside too: an exec whose output stays open (a background child
+        holding stdout, a node out of pids) is given up `EXEC_GRACE` seconds after its
+        timeout, as timed out (the engine call ends on its own later)."""
+        started = time.monotonic()
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(self._exec_sync, node, cmd, timeout, env, stdin, toolbox),
+                timeout + EXEC_GRACE)
+        except TimeoutError:
+            return ExecResult(-1, "", f"harness: the command did not return within "
+                              f"{timeout + EXEC_GRACE:.0f}s (its output stayed open)",
+                              time.monotonic() - started, timed_out=True)
 
     async def put_archive(self, node: Node, data: bytes, dest: str) -> None:
         """The engine unpacks it (no program of the node's own is involved)."""

@@ -57,8 +57,7 @@ def remote_command(cmd: str, timeout: float, env: dict[str, str] | None = None,
     exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
     limit = max(1, int(timeout + 0.999))
     if toolbox:
-        return exports + "exec " + " ".join(shlex.quote(a) for a in
-                                            toolbox_argv(toolbox, cmd, limit))
+        return exports + "exec " + " ".join(shlex.quote(a) for a in toolbox_argv(toolbox, cmd))
     return f"{exports}exec timeout -k 5 {limit} bash -c {shlex.quote(cmd)}"
 
 
