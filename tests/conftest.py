@@ -44,3 +44,41 @@ def labeled(trial_id: str) -> list[str]:
             cmd.insert(3, "-a")
         out += subprocess.run(cmd, capture_output=True, text=True).stdout.split()
     return out
+
+
+class HostListener:
+    """A TCP service on every host address (what no trial may reach)."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server naming)
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"host-service")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("0.0.0.0", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def probe_script(self, addrs: list[str]) -> str:
+        """A node-side shell line printing `open:ADDR` for each address that answers."""
+        return "; ".join(f"timeout 3 bash -c 'echo > /dev/tcp/{a}/{self.port}' 2>/dev/null "
+                         f"&& echo open:{a}" for a in addrs) + "; true"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def host_addresses() -> list[str]:
+    """The host's IPv4 addresses but loopback (trial bridges' gateways included)."""
+    import json
+
+    out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True).stdout
+    return [a["local"] for link in json.loads(out or "[]") for a in link.get("addr_info", [])
+            if not a["local"].startswith("127.")]

@@ -9,9 +9,6 @@ import asyncio
 import base64
 import json
 import secrets
-import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ from harness.agents import get_agent
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
-from tests.conftest import docker_ready, labeled
+from tests.conftest import HostListener, docker_ready, host_addresses, labeled
 
 pytestmark = [pytest.mark.docker,
               pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready()))]
@@ -236,40 +233,11 @@ def test_secrets_never_reach_the_run_dir_in_any_encoding(seed_task, tmp_path, mo
     assert rec.leaks == []
 
 
-class _Listener:
-    """A TCP service on all host addresses (what a trial must not reach)."""
-
-    def __init__(self):
-        class H(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"host-service")
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("0.0.0.0", 0), H)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-
-
-def _host_addresses() -> list[str]:
-    out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True).stdout
-    return [a["local"] for link in json.loads(out or "[]") for a in link.get("addr_info", [])
-            if not a["local"].startswith("127.")]
-
-
 def test_trials_reach_no_host_service_and_no_other_trial(seed_task, tmp_path):
-    listener = _Listener()
+    listener = HostListener()
     try:
-        addrs = _host_addresses()
-        probe = "; ".join(
-            f"timeout 3 bash -c 'echo > /dev/tcp/{a}/{listener.port}' 2>/dev/null && "
-            f"echo open:{a}" for a in addrs)
+        addrs = host_addresses()
+        probe = listener.probe_script(addrs)
         pings = "; ".join(f"ping -c1 -W1 {a} >/dev/null 2>&1 && echo ping:{a}" for a in addrs)
         victim_dir = seed_task("hello-docker")
         toml = victim_dir / "task.toml"
@@ -279,7 +247,7 @@ def test_trials_reach_no_host_service_and_no_other_trial(seed_task, tmp_path):
             {"cmd": "python3 -m http.server 8080 >/dev/null 2>&1 & sleep 20",
              "timeout_sec": 30}])
         attacker = attack(seed_task("log-volume-full"), tmp_path, [
-            {"cmd": probe + "; true", "timeout_sec": 60, "delay_sec": 3},
+            {"cmd": probe, "timeout_sec": 60, "delay_sec": 3},
             {"cmd": pings + "; true", "timeout_sec": 60},
             "gw=$(ip -4 route | awk '/src/ {print $NF; exit}'); "
             "ip route add 10.213.77.0/24 via ${gw%.*}.1 2>&1; "

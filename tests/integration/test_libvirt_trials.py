@@ -25,6 +25,7 @@ from harness.agents import get_agent
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
+from tests.conftest import HostListener, host_addresses
 from tests.integration.test_libvirt_substrate import libvirt_unavailable
 
 pytestmark = [pytest.mark.libvirt,
@@ -107,6 +108,15 @@ def test_ipmi_power_recovery_bmc_from_node0(tmp_path):
             assert "is on" in seen.stdout, seen.stdout + seen.stderr
             kept = sub.leftovers(trial=trial_id)  # what teardown must remove
             assert any(x.startswith("bmc ") for x in kept), kept
+            listener = HostListener()  # the host answers a VM nothing but DHCP and its BMC
+            try:
+                res = await sub.exec(node0, listener.probe_script(host_addresses()), 90)
+                assert "open:" not in res.stdout, res.stdout
+                ping = await sub.exec(node0, f"ping -c1 -W2 {node1.extra['bmc']['address']}",
+                                      30)
+                assert not ping.ok
+            finally:
+                listener.close()
         finally:
             leaks = await trial._teardown()
         return leaks
