@@ -23,8 +23,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness.errors import ConfigError, InputError, TaskError
 from harness.results import write_json_atomic
 from harness.task import Task, discover_tasks, load_task
+from harness.validation import describe
 
 ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+MAX_ATTEMPTS, MAX_TRIALS = 100, 20000
 SECRET_KEY = re.compile(r"key|token|secret|passw|credential|auth", re.IGNORECASE)
 
 
@@ -96,7 +98,7 @@ class CampaignFile(BaseModel):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,40}$")
     tasks: list[str | TaskSelector] = Field(min_length=1)
     agents: list[AgentSpec] = Field(min_length=1)
-    attempts: int = Field(default=3, ge=1)
+    attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
     substrate: dict[str, str] = Field(default_factory=dict)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     timeout_multiplier: float = Field(default=1.0, gt=0)
@@ -121,24 +123,24 @@ def load_campaign(path: str | Path) -> tuple[CampaignFile, str]:
     path = Path(path)
     if not path.is_file():
         raise InputError("campaign file not found", file=str(path))
-    text = path.read_text()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                          f"{exc.start}); save it as UTF-8", file=str(path)) from None
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", file=str(path)) from exc
+        raise ConfigError(f"invalid YAML: {' '.join(str(exc).split())}",
+                          file=str(path)) from None
     if not isinstance(raw, dict):
         raise ConfigError("expected a mapping with name, tasks, agents", file=str(path))
     try:
         return CampaignFile.model_validate(raw), text
     except ValidationError as exc:
-        e = exc.errors()[0]
-        key = ".".join(str(x) for x in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "greater_than_equal":
-            msg = f"must be >= {e['ctx']['ge']} (got {e.get('input')!r})"
-        if e["type"] == "extra_forbidden":
-            msg = f"unknown key; valid: {', '.join(CampaignFile.model_fields)}"
-        raise ConfigError(msg, file=str(path), key=key) from exc
+        key, msg = describe(exc, CampaignFile)
+        raise ConfigError(msg, file=str(path), key=key) from None
 
 
 def _matches(task: Task, sel: TaskSelector) -> bool:
@@ -209,6 +211,21 @@ def substrate_for(task: Task, camp: CampaignFile) -> str:
 
 
 def expand(camp: CampaignFile, tasks: list[Task]) -> list[PlannedTrial]:
+    """Every trial of the campaign; refuses more than MAX_TRIALS and duplicate trials (an
+    agent listed twice would run each of its trials twice under one id)."""
+    total = len(tasks) * len(camp.agents) * camp.attempts
+    if total > MAX_TRIALS:
+        raise InputError(f"{len(tasks)} task(s) x {len(camp.agents)} agent(s) x "
+                         f"{camp.attempts} attempt(s) = {total} trials; at most {MAX_TRIALS} "
+                         "per campaign (split it)", key="attempts")
+    seen: dict[str, int] = {}
+    for i, agent in enumerate(camp.agents):
+        key = json.dumps([agent.name, agent.model], sort_keys=True)
+        if key in seen:
+            raise InputError(f"agents[{i}] ({agent.label}) repeats agents[{seen[key]}]: the "
+                             "same agent and model twice would give the same trials; use "
+                             "attempts for more runs", key=f"agents[{i}]")
+        seen[key] = i
     out = []
     for task in tasks:
         for agent in camp.agents:

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness import owner, runlock
 from harness.campaign import CampaignFile, move_aside, read_plan, trial_state
 from harness.collect import collect
 from harness.errors import InputError
@@ -26,6 +27,7 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
                    log: Callable[[str], None] = print) -> dict[str, Any]:
     """Plan if given a file, then run every trial that has no final result; resume-safe."""
     run_dir, file = ensure_run_dir(target, out)
+    runlock.acquire(run_dir, "campaign apply")
     if file is not None:
         summary = plan_campaign(file, run_dir)
         if summary["states"].get("changed") and not force:
@@ -96,13 +98,27 @@ def campaign_status(run_dir: Path) -> dict[str, Any]:
             running[e["trial"]] = e.get("phase", "starting")
         elif e["event"] in ("finished", "abandoned"):
             running.pop(e["trial"], None)
-    if journal and journal[-1]["event"] in ("completed", "stopped"):
-        running = {}
+    held = runlock.holder(run_dir)
+    applying = bool(held) and held.get("command") == "campaign apply"
     pending = states.get("pending", 0)
+    ended = journal and journal[-1]["event"] in ("completed", "stopped")
+    if applying:
+        state = f"running ({owner.describe(held.get('owner'))})"
+    elif running or (pending and journal and not ended):
+        state = "interrupted (owner gone): run apply to resume"
+    elif pending:
+        state = "not started: run apply"
+    else:
+        state = "finished"
+    interrupted = sorted(running) if not applying else []
+    if not applying:
+        running = {}
     mean = sum(durations) / len(durations) if durations else None
-    eta = mean * pending / max(1, camp.limits.total) if mean is not None and pending else None
+    eta = (mean * pending / max(1, camp.limits.total)
+           if applying and mean is not None and pending else None)
     return {"campaign": plan["campaign"], "total": len(plan["trials"]),
-            "states": dict(states), "running": running,
+            "state": state, "states": dict(states), "running": running,
+            "interrupted": interrupted,
             "eta_sec": round(eta) if eta is not None else None,
             "journal_last": journal[-1] if journal else None,
             "checked_at": datetime.now().isoformat(timespec="seconds")}
@@ -115,6 +131,7 @@ def destroy_campaign(run_dir: Path) -> dict[str, Any]:
     from harness.terraform import TrialTerraform
 
     plan = read_plan(run_dir)
+    runlock.acquire(run_dir, "campaign destroy")
     destroyed = []
     for t in plan["trials"]:
         paths = TrialPaths(run_dir / "trials" / t["trial_id"])

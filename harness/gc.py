@@ -1,7 +1,9 @@
 """`harness gc`: find and remove everything the harness owns that no live trial needs.
 
 Ownership is by label (`harness.trial`, `harness.campaign`) on Docker objects and by the
-`hx-` name prefix elsewhere, so leftovers are found even after `kill -9`. Before anything
+`hx-` name prefix elsewhere, so leftovers are found even after `kill -9`. Each resource
+also names its owner process (`harness.owner`: host, pid, start time): what another live
+harness process owns is never touched (reported as spared) unless `--force`. Before anything
 is removed, faults still injected on live nodes are healed from their node-side ledgers
 (`/var/lib/harness/faults`, `/run/harness/faults`); they are reported under `faults`.
 """
@@ -22,6 +24,7 @@ class GcReport:
     found: dict[str, list[str]] = field(default_factory=dict)
     removed: dict[str, list[str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    spared: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -29,34 +32,41 @@ class GcReport:
 
 
 def collect_garbage(campaign: str | None = None, trial: str | None = None,
-                    dry_run: bool = False) -> GcReport:
+                    dry_run: bool = False, force: bool = False) -> GcReport:
+    """Leftovers of every substrate (healed and removed unless `dry_run`); what another
+    live harness process owns is spared (and listed under `spared`) unless `force`."""
     from harness.substrates import get_substrate
 
     report = GcReport()
     for name in GC_SUBSTRATES:
         try:
             sub = get_substrate(name)
-            found = sub.leftovers(campaign=campaign, trial=trial)
+            found = sub.leftovers(campaign=campaign, trial=trial, force=force)
+            if not force:
+                owned = set(sub.leftovers(campaign=campaign, trial=trial, force=True))
+                spared = sorted(owned - set(found))
+                if spared:
+                    report.spared[name] = spared
         except (HarnessError, RegistryError) as exc:
             report.skipped[name] = exc.message
             continue
         except Exception as exc:  # a substrate that cannot even be asked is reported
             report.skipped[name] = f"{type(exc).__name__}: {exc}"
             continue
-        _heal_faults(report, sub, campaign, trial, dry_run)
+        _heal_faults(report, sub, campaign, trial, dry_run, force)
         report.found[name] = found
         if not dry_run:
-            report.removed[name] = sub.sweep(campaign=campaign, trial=trial)
+            report.removed[name] = sub.sweep(campaign=campaign, trial=trial, force=force)
     return report
 
 
 def _heal_faults(report: GcReport, sub, campaign: str | None, trial: str | None,
-                 dry_run: bool) -> None:
+                 dry_run: bool, force: bool = False) -> None:
     """The fault pass: heal what the nodes' ledgers still hold, then sweep by ownership."""
     from harness.faults.sweep import gc_faults
 
     try:
-        found, healed = gc_faults(sub, campaign, trial, dry_run)
+        found, healed = gc_faults(sub, campaign, trial, dry_run, force)
     except Exception as exc:  # gc must still remove the resources
         report.skipped[f"faults on {sub.name}"] = f"{type(exc).__name__}: {exc}"
         return

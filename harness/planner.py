@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from harness import runlock
 from harness.agents import get_agent
 from harness.ansible import write_inventory
 from harness.campaign import (
@@ -20,6 +21,7 @@ from harness.campaign import (
 from harness.config import load_settings
 from harness.errors import InputError
 from harness.paths import TrialPaths
+from harness.queue import resolve_secrets
 from harness.substrates import TrialSpec, get_substrate
 from harness.terraform import providers_for, render_root, write_root
 
@@ -56,12 +58,14 @@ def plan_campaign(file: Path, out: Path | None = None) -> dict[str, Any]:
     camp, text = load_campaign(file)
     tasks = resolve_tasks(camp, file.parent)
     for a in camp.agents:
+        resolve_secrets(a)  # a `${VAR}` that is not set fails now, not at apply
         get_agent(a.name, model=a.model, **a.kwargs)
     trials = expand(camp, tasks)
     subs = substrates_for(camp, trials)
     for sub in subs.values():
         sub.preflight()
     run_dir = (out or Path("runs") / camp.name).resolve()
+    runlock.acquire(run_dir, "campaign plan")
     plan = write_plan(run_dir, camp, text, file, trials)
     by_path = {str(t.path): t for t in tasks}
     states = Counter()

@@ -8,6 +8,7 @@ do not know are kept and reported through `Task.warnings`, never fatal.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 import tomllib
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harness.errors import TaskError
+from harness.substrates import names as substrate_names
 
 ENVIRONMENT_TYPES = ("docker", "vm", "vm-cluster", "baremetal", "cloudlab")
 LAYERS = ("L1", "L2", "L3", "L4", "L5", "L6")
@@ -227,6 +229,16 @@ def _unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
     return found
 
 
+def read_text(path: Path) -> str:
+    """A task file as UTF-8 text; TaskError naming the file and the first bad byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError([f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start}); save it as UTF-8"]) from None
+
+
 def load_task(path: str | Path) -> Task:
     """Load and validate a task directory; raise TaskError listing every problem."""
     root = Path(path).resolve()
@@ -236,8 +248,9 @@ def load_task(path: str | Path) -> Task:
         raise TaskError([f"{root}: not a directory (a task is a directory with task.toml)"])
     if not toml_path.is_file():
         raise TaskError([f"{toml_path}: missing (every task needs a task.toml)"])
+    text = read_text(toml_path)
     try:
-        raw = tomllib.loads(toml_path.read_text())
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TaskError([f"{toml_path}: invalid TOML: {exc}"]) from exc
     config = None
@@ -246,7 +259,13 @@ def load_task(path: str | Path) -> Task:
     except ValidationError as exc:
         problems += [f"{toml_path}: {_loc(e['loc'])}: {_format_error(e)}" for e in exc.errors()]
     instruction_path = root / "instruction.md"
-    instruction = instruction_path.read_text() if instruction_path.is_file() else ""
+    instruction = ""
+    if instruction_path.is_file():
+        try:
+            instruction = read_text(instruction_path)
+        except TaskError as exc:
+            problems += exc.problems
+            instruction = "?"
     if not instruction.strip():
         problems.append(f"{instruction_path}: missing or empty (the agent's instruction)")
     test_sh = root / "tests" / "test.sh"
@@ -285,13 +304,13 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
                         "the vm and vm-cluster types have block devices (type is "
                         f"{env.type!r})")
     if env.network:
-        import ipaddress
-
-        try:
-            ipaddress.ip_network(env.network)
-        except ValueError:
-            problems.append(f"{toml_path}: environment.network: {env.network!r} is not a CIDR "
-                            "such as 10.77.0.0/24")
+        why = network_problem(env.network)
+        if why:
+            problems.append(f"{toml_path}: environment.network: {why}")
+    if env.type not in substrate_names():
+        problems.append(f"{toml_path}: environment.type: {env.type!r} has no substrate in "
+                        f"this harness yet (runnable: {', '.join(substrate_names())}); a "
+                        "multi-node task written for bare metal runs on vm-cluster")
     gates = config.gates
     if gates.durability:
         unknown = [n for n in gates.durability.reboot if n not in (names or ["node0"])]
@@ -299,6 +318,24 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
             problems.append(f"{toml_path}: gates.durability.reboot: unknown nodes {unknown}; "
                             f"valid: {names or ['node0']}")
     return problems
+
+
+def network_problem(cidr: str) -> str | None:
+    """Why `cidr` cannot be a trial network (None when it can): an IPv4 private subnet with
+    room for the nodes (prefix /16 to /28), not loopback, link-local or multicast."""
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return f"{cidr!r} is not a CIDR such as 10.77.0.0/24"
+    if net.version != 4:
+        return f"{cidr!r} is IPv6; trial networks are IPv4 (e.g. 10.77.0.0/24)"
+    if net.is_loopback or net.is_link_local or net.is_multicast or net.is_reserved \
+            or not net.is_private:
+        return (f"{cidr!r} is not a private range; use 10.0.0.0/8, 172.16.0.0/12 or "
+                "192.168.0.0/16 (e.g. 10.77.0.0/24)")
+    if not 16 <= net.prefixlen <= 28:
+        return f"{cidr!r}: the prefix must be /16 to /28 (room for the nodes), e.g. /24"
+    return None
 
 
 def discover_tasks(root: str | Path) -> list[Path]:

@@ -100,9 +100,11 @@ def status(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
     if as_json:
         print(json.dumps(st, indent=2))
         return
-    print(f"{st['campaign']}: {st['total']} trials {st['states']}")
+    print(f"{st['campaign']}: {st['state']}; {st['total']} trials {st['states']}")
     for trial_id, phase in st["running"].items():
         print(f"  running {trial_id}: {phase}")
+    for trial_id in st["interrupted"]:
+        print(f"  interrupted {trial_id} (its apply is gone; apply again re-runs it)")
     if st["eta_sec"] is not None:
         print(f"  eta ~{st['eta_sec']} s")
 

@@ -15,17 +15,21 @@ def gc(
     campaign: str = typer.Option(None, "--campaign", help="Only this campaign's resources."),
     trial: str = typer.Option(None, "--trial", help="Only this trial's resources."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report, remove nothing."),
+    force: bool = typer.Option(False, "--force", help="Also remove what a live harness "
+                               "process owns (a running trial or campaign)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
 ) -> None:
-    """Find and remove containers, networks, volumes, images, domains and disks left behind."""
+    """Find and remove containers, networks, volumes, images, domains and disks left behind
+    (never what a live harness process owns, unless --force)."""
     from rich.console import Console
 
     from harness.gc import collect_garbage
 
-    report = collect_garbage(campaign, trial, dry_run)
+    report = collect_garbage(campaign, trial, dry_run, force)
     if as_json:
         print(json.dumps({"found": report.found, "removed": report.removed,
-                          "skipped": report.skipped, "total": report.total}, indent=2))
+                          "skipped": report.skipped, "spared": report.spared,
+                          "force": force, "total": report.total}, indent=2))
         return
     con = Console()
     for sub, items in report.found.items():
@@ -33,5 +37,11 @@ def gc(
         con.print(f"{sub}: {len(items)} leftover(s)" + (f", {verb}:" if items else ""))
         for item in report.removed.get(sub, items):
             con.print(f"  {item}", highlight=False)
+    for sub, items in report.spared.items():
+        con.print(f"[yellow]{sub}: {len(items)} resource(s) of running trials spared "
+                  "(--force removes them too)[/yellow]", highlight=False)
+    if force:
+        con.print("[yellow]--force: resources of live harness processes were included"
+                  "[/yellow]")
     for sub, why in report.skipped.items():
         con.print(f"[dim]{sub}: not checked ({why})[/dim]", highlight=False)

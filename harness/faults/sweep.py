@@ -50,11 +50,12 @@ class _Bare:
 
 
 def gc_faults(substrate, campaign: str | None = None, trial: str | None = None,
-              dry_run: bool = False) -> tuple[list[str], list[str]]:
-    """(found, healed) report lines for faults and owned artifacts on live nodes."""
+              dry_run: bool = False, force: bool = False) -> tuple[list[str], list[str]]:
+    """(found, healed) report lines for faults and owned artifacts on live nodes (of trials
+    no other live harness process owns, unless `force`)."""
     found: list[str] = []
     healed: list[str] = []
-    for trial_id, nodes in substrate.live_nodes(campaign, trial).items():
+    for trial_id, nodes in substrate.live_nodes(campaign, trial, force).items():
         env = _Bare(substrate, nodes)
         listed = asyncio.run(sweep_nodes(env, "list"))
         for node, lines in listed.items():

@@ -110,8 +110,10 @@ class Substrate(ABC):
         """Copy a local file or directory to `dest` (a directory path) on the node."""
 
     @abstractmethod
-    def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
-        """Find and remove leftovers owned by the harness; return what was removed."""
+    def sweep(self, campaign: str | None = None, trial: str | None = None,
+              force: bool = False) -> list[str]:
+        """Find and remove leftovers owned by the harness; return what was removed. What
+        another live harness process owns (`harness.owner`) is spared unless `force`."""
 
     async def put_archive(self, node: Node, data: bytes, dest: str) -> None:
         """Unpack the tar `data` into the existing directory `dest` on the node."""
@@ -153,7 +155,8 @@ class Substrate(ABC):
                               timeout=timeout + 15)
         return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
 
-    def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+    def leftovers(self, campaign: str | None = None, trial: str | None = None,
+                  force: bool = False) -> list[str]:
         """What `sweep` would remove, without removing it."""
         return []
 

@@ -30,7 +30,8 @@ def _compare(path: Path, text: str) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_render_matches_golden(case):
+def test_render_matches_golden(case, monkeypatch):
+    monkeypatch.setattr("harness.owner.tag", lambda pid=None: "golden-host:4242:1000@boot")
     spec_in = json.loads((case / "case.json").read_text())
     task = load_task(case / "task")
     spec = TrialSpec(spec_in["trial_id"], spec_in["campaign"], task, case, spec_in["image"])

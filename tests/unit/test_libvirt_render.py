@@ -227,9 +227,12 @@ def test_sweep_spares_live_trials_and_filters(monkeypatch, tmp_path):
         return FakeDom(f"hx-{trial}-n1", f"harness trial={trial} campaign={campaign} node=n1 "
                        f"owner={owner}", [str(disk)])
 
+    from harness import owner
+
     def conn():
-        doms = [dom("live", "c1", os.getpid()), dom("dead", "c1", 999999999),
-                dom("other", "c2", 0), FakeDom("vm-not-ours", "", [])]
+        doms = [dom("live", "c1", owner.tag(os.getppid())), dom("dead", "c1", 999999999),
+                dom("other", "c2", 0), dom("mine", "c2", owner.tag()),
+                FakeDom("vm-not-ours", "", [])]
         nets = [FakeNet(f"hx-{t}", naming.bridge_name(t)) for t in ("live", "dead", "other")]
         return FakeConn(doms, nets + [FakeNet("default", "virbr0")])
 
@@ -241,7 +244,9 @@ def test_sweep_spares_live_trials_and_filters(monkeypatch, tmp_path):
     assert not any("vm-not-ours" in x or "default" in x for x in everything)
     assert host.leftovers("qemu:///system", campaign="c1") == [
         "domain hx-dead-n1", f"disk {tmp_path / 'hx-dead-n1.qcow2'}", "network hx-dead"]
-    assert "domain hx-live-n1" in host.leftovers("qemu:///system", trial="live")
+    assert host.leftovers("qemu:///system", trial="live") == []  # another live process's
+    assert "domain hx-live-n1" in host.leftovers("qemu:///system", trial="live", force=True)
+    assert "domain hx-mine-n1" in host.leftovers("qemu:///system", trial="mine")
     removed = host.leftovers("qemu:///system", trial="dead", remove=True)
     assert "network hx-dead" in removed and not (tmp_path / "hx-dead-n1.qcow2").exists()
     with pytest.raises(SubstrateError):

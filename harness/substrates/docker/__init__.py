@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
+import os
 import shlex
 import time
+import warnings
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness import firewall
+from harness import firewall, owner
 from harness.config import Settings, load_settings
-from harness.errors import PreflightError, SubstrateError
+from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import TERRAFORM_MODULES
 from harness.substrates.base import (
     ExecResult,
@@ -219,11 +221,13 @@ class DockerSubstrate(Substrate):
         await self.power(node, "reset")
         await self.wait_booted(node)
 
-    def live_nodes(self, campaign: str | None = None, trial: str | None = None
-                   ) -> dict[str, list[Node]]:
+    def live_nodes(self, campaign: str | None = None, trial: str | None = None,
+                   force: bool = False) -> dict[str, list[Node]]:
         out: dict[str, list[Node]] = {}
         for c in self.client.api.containers(filters=self._filters(campaign, trial)):
             labels, name = c.get("Labels") or {}, _container_name(c)
+            if not force and owner.foreign_live(labels.get(owner.LABEL)):
+                continue
             node = Node(name=labels.get("harness.node", name), host=name, cluster_ip="")
             out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)
         return out
@@ -235,30 +239,39 @@ class DockerSubstrate(Substrate):
             return {"label": f"{LABEL_CAMPAIGN}={campaign}"}
         return {"label": LABEL_TRIAL}
 
-    def _owned(self, campaign: str | None, trial: str | None) -> list[tuple[str, str, str]]:
+    def _owned(self, campaign: str | None, trial: str | None, force: bool = False
+               ) -> list[tuple[str, str, str]]:
         """(kind, id, name) of every object with the labels, from Docker's list calls alone
-        (the SDK's model lists inspect each container once more). Images are looked for
-        only beyond one trial: the harness labels none per trial."""
+        (the SDK's model lists inspect each container once more), but those of trials
+        another live harness process owns (unless `force`). Images are looked for only
+        beyond one trial: the harness labels none per trial."""
         f = self._filters(campaign, trial)
         api = self.client.api
-        found = [("container", c["Id"], _container_name(c))
-                 for c in api.containers(all=True, filters=f)]
-        found += [("network", n["Id"], n.get("Name") or n["Id"][:12])
-                  for n in api.networks(filters=f)]
-        found += [("volume", v["Name"], v["Name"])
-                  for v in (api.volumes(filters=f) or {}).get("Volumes") or []]
+        objs = [("container", c["Id"], _container_name(c), c.get("Labels"))
+                for c in api.containers(all=True, filters=f)]
+        objs += [("network", n["Id"], n.get("Name") or n["Id"][:12], n.get("Labels"))
+                 for n in api.networks(filters=f)]
+        objs += [("volume", v["Name"], v["Name"], v.get("Labels"))
+                 for v in (api.volumes(filters=f) or {}).get("Volumes") or []]
         if trial is None:
-            found += [("image", i["Id"], (i.get("RepoTags") or [i["Id"][7:19]])[0])
-                      for i in api.images(filters=f)]
-        return found
+            objs += [("image", i["Id"], (i.get("RepoTags") or [i["Id"][7:19]])[0],
+                      i.get("Labels")) for i in api.images(filters=f)]
+        live = set() if force else {
+            (labels or {}).get(LABEL_TRIAL) for *_, labels in objs
+            if owner.foreign_live((labels or {}).get(owner.LABEL))}
+        return [(kind, obj_id, name) for kind, obj_id, name, labels in objs
+                if (labels or {}).get(LABEL_TRIAL) not in live or kind == "image"]
 
-    def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
-        return [f"docker {kind} {name}" for kind, _, name in self._owned(campaign, trial)]
+    def leftovers(self, campaign: str | None = None, trial: str | None = None,
+                  force: bool = False) -> list[str]:
+        return [f"docker {kind} {name}" for kind, _, name in
+                self._owned(campaign, trial, force)]
 
-    def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
+    def sweep(self, campaign: str | None = None, trial: str | None = None,
+              force: bool = False) -> list[str]:
         api = self.client.api
         removed = []
-        for kind, obj_id, name in self._owned(campaign, trial):
+        for kind, obj_id, name in self._owned(campaign, trial, force):
             try:
                 if kind == "container":
                     api.remove_container(obj_id, force=True, v=True)
@@ -285,13 +298,25 @@ class DockerSubstrate(Substrate):
 
 
 def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
-    """The docker_trial module's variables for a trial on `subnet` (nodes from .10 up)."""
-    hosts = list(ipaddress.ip_network(subnet).hosts())
+    """The docker_trial module's variables for a trial on `subnet` (nodes from .10 up; CPU
+    quotas at most the host's cores, with a warning)."""
+    net = ipaddress.ip_network(subnet)
+    if net.num_addresses < 12 + len(spec.task.nodes):
+        raise InputError(f"{subnet} has no room for {len(spec.task.nodes)} node(s) from .10 "
+                         "up; use a /28 or larger", key="environment.network")
     env = spec.task.env
-    nodes = [{"name": n.name, "ipv4": str(hosts[9 + i]), "cpus": n.cpus or env.cpus,
-              "memory_mb": n.memory_mb or env.memory_mb} for i, n in enumerate(spec.task.nodes)]
+    host_cpus = os.cpu_count() or 1
+    nodes = []
+    for i, n in enumerate(spec.task.nodes):
+        cpus = n.cpus or env.cpus
+        if cpus > host_cpus:
+            warnings.warn(f"task {spec.task.name} node {n.name} asks for {cpus} CPUs; this "
+                          f"host has {host_cpus}", stacklevel=2)
+        nodes.append({"name": n.name, "ipv4": str(net.network_address + 10 + i),
+                      "cpus": min(cpus, host_cpus), "memory_mb": n.memory_mb or env.memory_mb})
     return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
-            "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes}
+            "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes,
+            "extra_labels": {owner.LABEL: owner.tag()}}
 
 
 def bridge_name(trial_id: str) -> str:

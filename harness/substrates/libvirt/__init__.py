@@ -31,6 +31,7 @@ import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
+from harness import owner
 from harness.capacity import HOST_RESERVE_MB, host_memory_mb
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import TERRAFORM_MODULES, provider_mirror
@@ -146,7 +147,7 @@ class LibvirtSubstrate(Substrate):
         return {
             "trial_id": naming.trial_name(spec.trial_id),
             "campaign": spec.campaign,
-            "owner_pid": os.getpid(),
+            "owner": owner.tag(),
             "libvirt_uri": self.uri,
             "bridge_name": naming.bridge_name(spec.trial_id),
             "cidr": cidr,
@@ -278,26 +279,29 @@ class LibvirtSubstrate(Substrate):
             await asyncio.sleep(1)
         return False
 
-    def leftovers(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
-        return (host.leftovers(self.uri, campaign, trial, remove=False)
-                + bmc.leftovers(campaign, trial, remove=False))
+    def leftovers(self, campaign: str | None = None, trial: str | None = None,
+                  force: bool = False) -> list[str]:
+        return (host.leftovers(self.uri, campaign, trial, remove=False, force=force)
+                + bmc.leftovers(campaign, trial, remove=False, force=force))
 
-    def live_nodes(self, campaign: str | None = None, trial: str | None = None
-                   ) -> dict[str, list[Node]]:
+    def live_nodes(self, campaign: str | None = None, trial: str | None = None,
+                   force: bool = False) -> dict[str, list[Node]]:
         """Nodes of running trial domains, from each trial directory's inventory (its
         addresses and per-trial SSH key); a trial whose directory is gone is skipped."""
         from harness.faults.sweep import kept_environment
 
         out: dict[str, list[Node]] = {}
         name = naming.trial_name(trial) if trial else None
-        for trial_name, root in host.running_trial_roots(self.uri, campaign, name).items():
+        for trial_name, root in host.running_trial_roots(self.uri, campaign, name,
+                                                         force).items():
             with contextlib.suppress(Exception):
                 out[trial_name] = kept_environment(root)[0].nodes
         return out
 
-    def sweep(self, campaign: str | None = None, trial: str | None = None) -> list[str]:
-        return (host.leftovers(self.uri, campaign, trial, remove=True)
-                + bmc.leftovers(campaign, trial, remove=True))
+    def sweep(self, campaign: str | None = None, trial: str | None = None,
+              force: bool = False) -> list[str]:
+        return (host.leftovers(self.uri, campaign, trial, remove=True, force=force)
+                + bmc.leftovers(campaign, trial, remove=True, force=force))
 
     def preflight(self) -> None:
         missing = [t for t in TOOLS if shutil.which(t) is None]

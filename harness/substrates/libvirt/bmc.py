@@ -11,7 +11,7 @@ per-trial UDP port::
     <trial>/vm/bmc/<node>.pid    pid of the BMC process
     <trial>/vm/bmc/<node>.log    its output
 
-Its command line carries `--name hx-<trial>-<node>-bmc --campaign C --owner PID`, so
+Its command line carries `--name hx-<trial>-<node>-bmc --campaign C --owner TAG`, so
 `leftovers`/`sweep` find it after a crash. A BMC also exits on its own once its domain has
 been gone for a few seconds. The client side (`power`) uses pyghmi with the SHA-1 cipher
 suite forced: pyghmi's client offers SHA-256 first, which pyghmi-based BMCs answer with
@@ -33,7 +33,10 @@ import sys
 import time
 from pathlib import Path
 
+from harness import owner
 from harness.errors import SubstrateError
+from harness.firewall import BMC_PORTS
+from harness.paths import harness_home
 
 MODULE = "harness.substrates.libvirt.bmc"
 _SHA1_PEERS: set[tuple[str, int]] = set()
@@ -48,16 +51,12 @@ def config_path(trial_root: Path, node: str) -> Path:
     """A node's BMC config with its credentials: outside the run directory (nothing of a
     run dir may hold a credential), in `$HARNESS_HOME/secrets/bmc/<hash of the trial
     dir>/`, mode 0600 in a 0700 directory; removed when the BMC stops."""
-    from harness.paths import harness_home
-
     key = hashlib.sha256(str(trial_root.resolve()).encode()).hexdigest()[:20]
     return harness_home() / "secrets" / "bmc" / key / f"{node}.json"
 
 
 def free_udp_port(address: str) -> int:
     """A free UDP port on `address` in the range the trial firewall opens for BMCs."""
-    from harness.firewall import BMC_PORTS
-
     start = BMC_PORTS[0] + secrets.randbelow(BMC_PORTS[1] - BMC_PORTS[0])
     for i in range(BMC_PORTS[1] - BMC_PORTS[0] + 1):
         port = BMC_PORTS[0] + (start - BMC_PORTS[0] + i) % (BMC_PORTS[1] - BMC_PORTS[0] + 1)
@@ -78,7 +77,7 @@ def write_config(trial_root: Path, node: str, domain: str, address: str) -> dict
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.parent.chmod(0o700)
     cfg = {"node": node, "domain": domain, "address": address, "port": 0,
-           "owner": os.getpid(),
+           "owner": owner.tag(),
            "user": "hx" + secrets.token_hex(3), "password": secrets.token_urlsafe(12)}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -157,7 +156,7 @@ def serve(cfg: dict, uri: str) -> None:
     print(f"domain {domain} is gone; bmc exits", flush=True)
 
 
-def start(trial_root: Path, node: str, name: str, campaign: str, owner: int, uri: str,
+def start(trial_root: Path, node: str, name: str, campaign: str, owner_tag: str, uri: str,
           timeout: float = 20.0) -> dict:
     """Start one node's BMC (detached) and wait until its UDP port answers to binding."""
     cfg = read_config(trial_root, node)
@@ -173,7 +172,7 @@ def start(trial_root: Path, node: str, name: str, campaign: str, owner: int, uri
     log = base.with_suffix(".log").open("a")
     proc = subprocess.Popen(
         [sys.executable, "-W", "ignore::RuntimeWarning", "-m", MODULE, "serve", "--name", name,
-         "--campaign", campaign or "-", "--owner", str(owner), "--uri", uri,
+         "--campaign", campaign or "-", "--owner", owner_tag or "-", "--uri", uri,
          "--config", str(config_path(trial_root, node))],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     pidfile.write_text(str(proc.pid))
@@ -225,19 +224,22 @@ def processes() -> list[dict]:
 
 
 def leftovers(campaign: str | None = None, trial: str | None = None,
-              remove: bool = False) -> list[str]:
-    """BMC processes of one trial, of a campaign, or all (sparing those whose owner runs)."""
+              remove: bool = False, force: bool = False) -> list[str]:
+    """BMC processes of one trial, of a campaign, or all (sparing those whose owner is
+    another live harness process, unless `force`)."""
     from harness.substrates.libvirt.naming import PREFIX, resource_prefix
 
     found = []
     for p in processes():
         name = p["name"]
+        if not force and owner.foreign_live(p["owner"]):
+            continue
         if trial:
             hit = name.startswith(resource_prefix(trial) + "-")
         elif campaign:
-            hit = p["campaign"] == campaign and not _alive(int(p["owner"] or 0))
+            hit = p["campaign"] == campaign
         else:
-            hit = name.startswith(PREFIX) and not _alive(int(p["owner"] or 0))
+            hit = name.startswith(PREFIX)
         if hit:
             found.append(f"bmc {name} (pid {p['pid']})")
             if remove:
@@ -245,14 +247,12 @@ def leftovers(campaign: str | None = None, trial: str | None = None,
                 if p["config"]:
                     Path(p["config"]).unlink(missing_ok=True)
     if not trial and not campaign:
-        found += _stale_credentials(remove)
+        found += _stale_credentials(remove, force)
     return found
 
 
-def _stale_credentials(remove: bool) -> list[str]:
+def _stale_credentials(remove: bool, force: bool = False) -> list[str]:
     """Credential directories no running BMC uses (a trial killed before its teardown)."""
-    from harness.paths import harness_home
-
     root = harness_home() / "secrets" / "bmc"
     used = {str(Path(p["config"]).parent) for p in processes() if p["config"]}
     found = []
@@ -260,8 +260,8 @@ def _stale_credentials(remove: bool) -> list[str]:
         owners = []
         for f in d.glob("*.json"):
             with contextlib.suppress(OSError, ValueError):
-                owners.append(int(json.loads(f.read_text()).get("owner", 0)))
-        if str(d) not in used and not any(_alive(o) for o in owners):
+                owners.append(str(json.loads(f.read_text()).get("owner", "")))
+        if str(d) not in used and (force or not any(owner.alive(o) for o in owners)):
             found.append(f"bmc credentials {d.name}")
             if remove:
                 for f in d.iterdir():
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--action", default="status")
     ap.add_argument("--name", default="")
     ap.add_argument("--campaign", default="-")
-    ap.add_argument("--owner", default="0")
+    ap.add_argument("--owner", default="-", help="owner tag of the harness process")
     ap.add_argument("--uri", default="qemu:///system")
     ap.add_argument("--config", help="serve: the node's <trial>/vm/bmc/<node>.json")
     ap.add_argument("--trial-root", help="start/stop: the trial directory")
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(1)
     elif args.command == "start":
         cfg = start(Path(args.trial_root), args.node, args.name, args.campaign,
-                    int(args.owner), args.uri)
+                    args.owner, args.uri)
         print(f"{cfg['address']}:{cfg['port']}")
     else:
         root = Path(args.trial_root)

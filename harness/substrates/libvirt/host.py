@@ -16,6 +16,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from harness import owner
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates.libvirt.naming import PREFIX, bridge_name, resource_prefix
@@ -109,30 +110,27 @@ def _descriptions(conn) -> dict[str, dict[str, str]]:
     return trials
 
 
-def _alive(pid: str) -> bool:
-    return pid.isdigit() and int(pid) > 0 and Path(f"/proc/{pid}").exists()
-
-
-def _trial_prefixes(conn, campaign: str | None, trial: str | None
+def _trial_prefixes(conn, campaign: str | None, trial: str | None, force: bool = False
                     ) -> tuple[list[str] | None, list[str]]:
     """(prefixes to match, None = every `hx-` name; prefixes to spare).
 
-    Naming one trial removes it whatever its state; a campaign or global sweep spares the
-    trials whose owner process (PID in the domain description) is still running.
+    Trials whose owner process (the tag in the domain description) is alive and is not this
+    process are spared, whether named or not, unless `force`.
     """
     if trial == "" or campaign == "":
         raise SubstrateError("vm", "empty trial or campaign filter; pass None to mean all")
-    if trial:
-        return [resource_prefix(trial)], []
     trials = _descriptions(conn)
-    live = sorted(p for p, f in trials.items() if _alive(f.get("owner", "")))
+    live = [] if force else sorted(p for p, f in trials.items()
+                                   if owner.foreign_live(f.get("owner", "")))
+    if trial:
+        return [resource_prefix(trial)], live
     if not campaign:
         return None, live
     return sorted(p for p, f in trials.items() if f.get("campaign") == campaign), live
 
 
-def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None = None
-                        ) -> dict[str, Path]:
+def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None = None,
+                        force: bool = False) -> dict[str, Path]:
     """Trial name -> trial directory of the running domains a sweep may touch.
 
     The directory is found from the domain's overlay disk (`<root>/vm/disks/hx-...qcow2`);
@@ -143,7 +141,7 @@ def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None
     conn = connect(uri)
     roots: dict[str, Path] = {}
     try:
-        prefixes, live = _trial_prefixes(conn, campaign, trial)
+        prefixes, live = _trial_prefixes(conn, campaign, trial, force)
         for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
             name = dom.name()
             if (not name.startswith(PREFIX) or _matches(name, live)
@@ -161,14 +159,14 @@ def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None
 
 
 def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
-              remove: bool = False) -> list[str]:
+              remove: bool = False, force: bool = False) -> list[str]:
     """Domains, networks, pools, volumes, disks and bridges named `hx-...` (or one trial's)."""
     import libvirt
 
     conn = connect(uri)
     found: list[str] = []
     try:
-        prefixes, live = _trial_prefixes(conn, campaign, trial)
+        prefixes, live = _trial_prefixes(conn, campaign, trial, force)
 
         def _owned(name: str) -> bool:
             return (name.startswith(PREFIX) and not _matches(name, live)

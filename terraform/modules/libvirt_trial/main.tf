@@ -87,7 +87,7 @@ resource "libvirt_domain" "this" {
   for_each = local.nodes
 
   name        = each.value.domain
-  description = "harness trial=${var.trial_id} campaign=${var.campaign} node=${each.key} owner=${var.owner_pid}"
+  description = "harness trial=${var.trial_id} campaign=${var.campaign} node=${each.key} owner=${var.owner}"
   type        = var.domain_type
   vcpu        = each.value.vcpu
   memory      = each.value.memory_mb
@@ -143,7 +143,7 @@ resource "terraform_data" "bmc" {
   }
 
   provisioner "local-exec" {
-    command = "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.bmc start --trial-root '${var.trial_root}' --node '${each.key}' --name '${local.prefix}-${each.key}-bmc' --campaign '${var.campaign}' --owner '${var.owner_pid}' --uri '${var.libvirt_uri}'"
+    command = "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.bmc start --trial-root '${var.trial_root}' --node '${each.key}' --name '${local.prefix}-${each.key}-bmc' --campaign '${var.campaign}' --owner '${var.owner}' --uri '${var.libvirt_uri}'"
   }
 
   provisioner "local-exec" {

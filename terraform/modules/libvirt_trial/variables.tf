@@ -14,10 +14,15 @@ variable "campaign" {
   default     = ""
 }
 
-variable "owner_pid" {
-  description = "PID of the harness process running the trial, recorded in each domain's description: a global `harness gc` spares trials whose owner is alive (0 = none)."
-  type        = number
-  default     = 0
+variable "owner" {
+  description = "Owner tag (host:pid:start@boot) of the harness process running the trial, recorded in each domain's description: `harness gc` spares trials whose owner is alive (empty = none)."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9._@:-]*$", var.owner))
+    error_message = "owner must be a host:pid:start@boot tag."
+  }
 }
 
 variable "libvirt_uri" {
