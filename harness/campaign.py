@@ -234,14 +234,12 @@ def expand(camp: CampaignFile, tasks: list[Task]) -> list[PlannedTrial]:
                 sub = substrate_for(task, camp)
                 fp = hashlib.sha256(json.dumps([task.sha256, agent_key, sub,
                                                 camp.timeout_multiplier]).encode()).hexdigest()
-                nodes = task.nodes
                 out.append(PlannedTrial(
                     trial_id=trial_id_for(camp.name, task.name, agent, attempt, camp.seed),
                     task=task.name, task_path=str(task.path), task_sha256=task.sha256,
                     agent=agent.name, model=agent.model, attempt=attempt, substrate=sub,
                     fingerprint=fp[:16],
-                    cpus=sum(n.cpus or task.env.cpus for n in nodes),
-                    memory_mb=sum(n.memory_mb or task.env.memory_mb for n in nodes)))
+                    cpus=task.total_cpus, memory_mb=task.total_memory_mb))
     return out
 
 

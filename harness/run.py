@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
 from harness.agents import get_agent
 from harness.agents.secrets import agent_secrets
+from harness.capacity import CapacityPool
 from harness.results import TrialRecord
 from harness.substrates import get_substrate
 from harness.task import load_task
@@ -32,10 +35,28 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     warm_shared_providers(providers_for(sub_name))  # starts while the checks below run
     the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
     sub = get_substrate(sub_name)
-    sub.preflight()
     trial_id = make_trial_id(task.name, agent, 1)
+    CapacityPool().check(trial_id, task.total_memory_mb, task.total_cpus)
+    sub.preflight()
     root = Path(out).resolve() / "adhoc" / "trials" / trial_id
     trial = Trial(task=task, agent=the_agent, substrate=sub, root=root, trial_id=trial_id,
                   keep=keep, retries=retries, on_phase=on_phase or (lambda t, p: None),
                   secrets=agent_secrets(agent))
-    return run_async(trial.run())
+    return run_async(_until_signalled(trial))
+
+
+async def _until_signalled(trial: Trial) -> TrialRecord:
+    """The trial, cancelled on SIGINT/SIGTERM: it tears down and records itself
+    `cancelled`; that record is returned (the CLI exits 130)."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await trial.run()
+    except asyncio.CancelledError:
+        if trial.paths.result.is_file():
+            return TrialRecord.model_validate_json(trial.paths.result.read_text())
+        raise
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

@@ -160,6 +160,15 @@ class Task(BaseModel):
         return self.env.nodes or [NodeSpec(name="node0")]
 
     @property
+    def total_memory_mb(self) -> int:
+        """Memory of all nodes together (what a trial of this task holds on its host)."""
+        return sum(n.memory_mb or self.env.memory_mb for n in self.nodes)
+
+    @property
+    def total_cpus(self) -> int:
+        return sum(n.cpus or self.env.cpus for n in self.nodes)
+
+    @property
     def primary(self) -> NodeSpec:
         return next((n for n in self.nodes if "primary" in n.roles), self.nodes[0])
 

@@ -29,6 +29,7 @@ from typing import Any
 import python_terraform
 from python_terraform import IsFlagged
 
+from harness import owner
 from harness.errors import PreflightError, TerraformError
 from harness.paths import TrialPaths, harness_home, provider_mirror, terraform_cli_config
 
@@ -164,6 +165,7 @@ class ProviderServer:
         self.reattach: dict[str, Any] = {}
 
     def start(self) -> None:
+        self.tmpdir = _provider_tmpdir()
         with tempfile.TemporaryDirectory(prefix="hx-tfp-") as tmp:
             out = Path(tmp) / "reattach"
             out.touch()
@@ -173,7 +175,10 @@ class ProviderServer:
                 env={**GO_ENV,
                      **{k: v for k, v in os.environ.items() if not k.startswith("TF_LOG")},
                      **dict.fromkeys(("TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_PROVIDER",
-                                      "TF_LOG_SDK_HELPER_SCHEMA"), "OFF")})
+                                      "TF_LOG_SDK_HELPER_SCHEMA"), "OFF"),
+                     # its plugin socket goes here, not /tmp: removed by stop(), or by the
+                     # next harness process when this one was killed
+                     "TMPDIR": str(self.tmpdir)})
             deadline = time.monotonic() + self.start_timeout
             while time.monotonic() < deadline and self.proc.poll() is None:
                 for line in out.read_text().splitlines():
@@ -201,14 +206,29 @@ class ProviderServer:
             return False
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-        self.proc = None
+        if self.proc is not None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+            self.proc = None
+        if getattr(self, "tmpdir", None) is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+
+
+def _provider_tmpdir() -> Path:
+    """`$HARNESS_HOME/run/tfp-<owner tag>/` for this process's provider servers; the
+    directories of harness processes that are gone are removed on the way."""
+    base = harness_home() / "run"
+    base.mkdir(parents=True, exist_ok=True)
+    for old in base.glob("tfp-*"):
+        if not owner.alive(old.name.removeprefix("tfp-").replace("_", ":")):
+            shutil.rmtree(old, ignore_errors=True)
+    mine = base / ("tfp-" + owner.tag().replace(":", "_"))
+    mine.mkdir(exist_ok=True)
+    return mine
 
 
 _servers: dict[str, ProviderServer | None] = {}

@@ -36,7 +36,13 @@ def _root(
     _state["debug"] = debug
 
 
+_registered = False
+
+
 def _register() -> None:
+    global _registered
+    if _registered:
+        return
     from harness.cli import (
         analysis,
         campaign,
@@ -52,32 +58,39 @@ def _register() -> None:
 
     for module in (task, run, campaign, doctor, gc, quickstart, image, analysis, risk, fault):
         module.register(app)
+    _registered = True
 
 
-def main() -> None:
-    """Entry point: run the app, turning a HarnessError into one red line and its exit code."""
+def run(argv: list[str]) -> int:
+    """The CLI on `argv`, returning its exit code: a HarnessError is one red line (no
+    traceback unless --debug), click usage errors print their usage message."""
     _register()
+    _state["debug"] = False
     try:
-        rv = app(standalone_mode=False)
+        rv = app(argv, standalone_mode=False)
     except HarnessError as exc:
-        if _state["debug"] or "--debug" in sys.argv:
+        if _state["debug"] or "--debug" in argv:
             raise
         from rich.text import Text
 
         lines = getattr(exc, "problems", None) or [exc.message]
         for line in lines:
             err_console.print(Text("error: ", style="red") + Text(line), soft_wrap=True)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("[red]aborted[/red]")
-        sys.exit(130)
+        return 130
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+        # typer may bring its own copy of click: know ClickException by name, not identity
+        if any(c.__name__ == "ClickException" for c in type(exc).__mro__):
             exc.show()
-            sys.exit(exc.exit_code)
+            return exc.exit_code
         raise
-    sys.exit(rv if isinstance(rv, int) else 0)
+    return rv if isinstance(rv, int) else 0
+
+
+def main() -> None:
+    """Entry point: `run` on the process's arguments."""
+    sys.exit(run(sys.argv[1:]))

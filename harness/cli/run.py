@@ -83,6 +83,9 @@ def _parse_kwargs(items: list[str]) -> dict[str, str]:
 
 def _exit_for(record) -> None:
     """Exit 0 whenever the trial ran; a trial that never reached its window is an error:
-    2 when the input was at fault (a Dockerfile that does not build), else 3."""
+    2 when the input was at fault (a Dockerfile that does not build), else 3; 130 when it
+    was interrupted (SIGINT/SIGTERM: torn down and recorded as cancelled)."""
+    if record.status == "cancelled":
+        raise typer.Exit(130)
     if record.status == "setup_error":
         raise typer.Exit(2 if record.error and record.error.get("type") == "InputError" else 3)

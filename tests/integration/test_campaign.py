@@ -187,3 +187,53 @@ def test_sigint_exits_130_records_cancelled_leaves_nothing(tmp_path):
     assert all(r["status"] in ("passed", "failed") for r in results(run_dir).values())
     assert (run_dir / "aborted").is_dir()
     assert leftovers("pytest-sigint") == 0
+
+
+def test_two_applies_on_one_run_dir_and_gc_during_a_campaign(tmp_path):
+    """A second terminal: apply on the same run dir is refused naming the holder (exit 2),
+    so are plan and destroy; gc (also --dry-run) spares the running campaign's trials and
+    says so; status shows it running. After kill -9, status says the owner is gone, and
+    apply resumes without running any trial twice."""
+    camp = write_campaign(tmp_path / "c.yaml", "pytest-owner",
+                          [str(REPO / "tasks/hello-docker"), str(REPO / "tasks/log-volume-full")])
+    run_dir = tmp_path / "run"
+    proc = _start_apply(camp, run_dir)
+    try:
+        _wait_for(run_dir, finished=0)
+        second = cli("campaign", "apply", str(camp), "--out", str(run_dir))
+        assert second.returncode == 2, second.stderr
+        assert "in use by `campaign apply`" in second.stderr and f"pid {proc.pid}" in second.stderr
+        assert cli("campaign", "destroy", str(run_dir)).returncode == 2
+        assert cli("campaign", "plan", str(camp), "--out", str(run_dir)).returncode == 2
+        status = json.loads(cli("campaign", "status", str(run_dir), "--json").stdout)
+        assert status["state"].startswith("running") and status["running"], status
+        dry = json.loads(cli("gc", "--dry-run", "--json").stdout)
+        assert not any("pytest-owner" in x or "log-volume" in x or "hello-docker" in x
+                       for x in dry["found"].get("docker", [])), dry
+        assert dry["spared"].get("docker"), dry
+        gc = json.loads(cli("gc", "--json").stdout)
+        assert gc["spared"].get("docker") and not gc["force"]
+        _wait_for(run_dir, finished=2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    status = json.loads(cli("campaign", "status", str(run_dir), "--json").stdout)
+    assert status["state"] == "interrupted (owner gone): run apply to resume", status
+    assert status["running"] == {} and status["eta_sec"] is None
+    before = results(run_dir)
+    journal = _journal(run_dir)
+    assert not any(e["event"] == "abandoned" for e in journal)
+    res = cli("campaign", "apply", str(camp), "--out", str(run_dir), "--json")
+    assert res.returncode == 0, res.stderr
+    after = results(run_dir)
+    assert len(after) == 8 and all(r["status"] in ("passed", "failed") for r in after.values())
+    for trial_id, rec in before.items():
+        assert after[trial_id]["finished_at"] == rec["finished_at"]
+    starts: dict[str, int] = {}
+    for e in _journal(run_dir):
+        if e["event"] == "finished":
+            starts[e["trial"]] = starts.get(e["trial"], 0) + 1
+    assert max(starts.values()) == 1, "a trial finished twice"
+    assert json.loads(cli("campaign", "status", str(run_dir), "--json").stdout)["state"] == \
+        "finished"
+    assert leftovers("pytest-owner") == 0
