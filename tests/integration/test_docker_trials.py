@@ -300,3 +300,21 @@ def test_reboot_returns_only_once_systemd_has_booted(seed_task, tmp_path):
         subprocess.run([sys.executable, "-m", "harness.cli", "gc", "--trial", trial.trial_id],
                        capture_output=True, cwd=REPO, timeout=300)
     assert labeled(trial.trial_id) == []
+
+
+def test_a_harness_error_after_provisioning_tears_down_and_records(seed_task, tmp_path,
+                                                                    monkeypatch):
+    """The catch-all: an unexpected exception once the environment is up (here from the
+    risk scan) still tears everything down and writes result.json (HarnessCrash)."""
+    def boom(self, outcome):
+        raise OverflowError("cannot convert float infinity to integer")
+
+    monkeypatch.setattr(Trial, "_risk_and_atif", boom)
+    trial = make_trial(seed_task("hello-docker"), "oracle", tmp_path)
+    rec = asyncio.run(trial.run())
+    assert rec.status == "agent_error" and rec.error["type"] == "HarnessCrash"
+    assert "OverflowError" in rec.error["message"]
+    saved = json.loads(trial.paths.result.read_text())
+    assert saved["status"] == "agent_error" and saved["error"]["type"] == "HarnessCrash"
+    assert "teardown" in saved["timings"] and rec.leaks == []
+    assert labeled(rec.trial_id) == []
