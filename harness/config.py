@@ -8,32 +8,43 @@ from __future__ import annotations
 import fnmatch
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from harness.errors import ConfigError
-from harness.images import DOCKER_BASE
 from harness.paths import harness_home
+from harness.validation import describe
 
+# the local base image every foreign base maps to unless config.yaml says otherwise
+LOCAL_BASE = "harness/debian:bookworm"
 DEFAULT_IMAGE_OVERRIDES = {
-    "debian:*": DOCKER_BASE,
-    "debian": DOCKER_BASE,
-    "ubuntu:*": DOCKER_BASE,
-    "ubuntu": DOCKER_BASE,
-    "python:*": DOCKER_BASE,
+    "debian:*": LOCAL_BASE,
+    "debian": LOCAL_BASE,
+    "ubuntu:*": LOCAL_BASE,
+    "ubuntu": LOCAL_BASE,
+    "python:*": LOCAL_BASE,
 }
 
 
 class Settings(BaseModel):
-    """Machine-level defaults of the harness."""
+    """Machine-level defaults of the harness. `substrates` holds one section per
+    substrate, validated by that substrate (`Substrate.settings_model`)."""
 
     model_config = ConfigDict(extra="forbid")
     image_overrides: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_OVERRIDES))
-    docker_host: str = ""  # the harness's own engine (its socket) when empty
-    docker_pool: str = "10.213.0.0/16"
-    docker_prefix: int = Field(default=24, ge=16, le=28)
-    docker_pids_limit: int = Field(default=4096, ge=64, le=1048576)
+    substrates: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    def substrate(self, name: str, model: type[BaseModel]) -> BaseModel:
+        """The section of substrate `name`, validated by its `model`; errors name the file
+        and key."""
+        try:
+            return model.model_validate(self.substrates.get(name) or {})
+        except ValidationError as exc:
+            key, msg = describe(exc, model)
+            raise ConfigError(msg, file=str(config_path()),
+                              key=f"substrates.{name}.{key}") from None
 
     def map_image(self, ref: str) -> str:
         """Map a foreign `FROM` reference to a local base (glob patterns allowed)."""
@@ -63,7 +74,5 @@ def load_settings(path: Path | None = None) -> Settings:
     try:
         return Settings(image_overrides=overrides, **raw)
     except ValidationError as exc:
-        e = exc.errors()[0]
-        valid = ", ".join(Settings.model_fields)
-        raise ConfigError(f"{e['msg']} (valid keys: {valid})", file=str(path),
-                          key=".".join(map(str, e["loc"]))) from exc
+        key, msg = describe(exc, Settings)
+        raise ConfigError(msg, file=str(path), key=key) from None

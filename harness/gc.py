@@ -12,9 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness import substrates
 from harness.errors import HarnessError, RegistryError
+from harness.faults.sweep import gc_faults
 
-GC_SUBSTRATES = ("docker", "vm")
+
+def _sweepers() -> list[str]:
+    """One substrate name per distinct sweep (vm and vm-cluster share one)."""
+    seen, out = set(), []
+    for name, cls in substrates.classes().items():
+        if cls.sweep not in seen:
+            seen.add(cls.sweep)
+            out.append(name)
+    return out
 
 
 @dataclass
@@ -35,12 +45,10 @@ def collect_garbage(campaign: str | None = None, trial: str | None = None,
                     dry_run: bool = False, force: bool = False) -> GcReport:
     """Leftovers of every substrate (healed and removed unless `dry_run`); what another
     live harness process owns is spared (and listed under `spared`) unless `force`."""
-    from harness.substrates import get_substrate
-
     report = GcReport()
-    for name in GC_SUBSTRATES:
+    for name in _sweepers():
         try:
-            sub = get_substrate(name)
+            sub = substrates.get_substrate(name)
             found = sub.leftovers(campaign=campaign, trial=trial, force=force)
             if not force:
                 owned = set(sub.leftovers(campaign=campaign, trial=trial, force=True))
@@ -63,8 +71,6 @@ def collect_garbage(campaign: str | None = None, trial: str | None = None,
 def _heal_faults(report: GcReport, sub, campaign: str | None, trial: str | None,
                  dry_run: bool, force: bool = False) -> None:
     """The fault pass: heal what the nodes' ledgers still hold, then sweep by ownership."""
-    from harness.faults.sweep import gc_faults
-
     try:
         found, healed = gc_faults(sub, campaign, trial, dry_run, force)
     except Exception as exc:  # gc must still remove the resources

@@ -1,4 +1,13 @@
-"""Where things live: the repository's assets, the harness home, and one trial's directory.
+"""Where things live: the repository's assets, the harness home, a run directory and one
+trial's directory.
+
+The run directory (a campaign's, or `adhoc` for `harness run`) is the API between the
+campaign layer and analysis; `RunPaths` owns its layout::
+
+    <run>/                        campaign.yaml (as given), plan.json, journal.jsonl, .lock
+      trials/<trial-id>/          one TrialPaths each
+      aborted/<id>.<why>.<n>/     evidence of interrupted or changed trials, moved aside
+      results/                    trials.parquet, checks.parquet (derived)
 
 The trial directory is the API between phases; every phase reads and writes through
 `TrialPaths`, nobody builds paths by hand::
@@ -23,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TERRAFORM_MODULES = REPO_ROOT / "terraform" / "modules"
 PLAYBOOKS = REPO_ROOT / "playbooks"
 ROLES = REPO_ROOT / "roles"
 ANSIBLE_PLUGINS = REPO_ROOT / "ansible_plugins"
@@ -112,3 +120,45 @@ class TrialPaths:
         for d in (self.terraform, self.agent):
             d.mkdir(parents=True, exist_ok=True)
         return self
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The paths of one run directory (see the module docstring for the tree)."""
+
+    root: Path
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def campaign_file(self) -> Path:
+        return self.root / "campaign.yaml"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def trials(self) -> Path:
+        return self.root / "trials"
+
+    def trial(self, trial_id: str) -> TrialPaths:
+        return TrialPaths(self.trials / trial_id)
+
+    def results_of_trials(self) -> list[Path]:
+        """Every trial's result.json, sorted."""
+        return sorted(self.trials.glob("*/result.json"))
+
+    @property
+    def aborted(self) -> Path:
+        return self.root / "aborted"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results"

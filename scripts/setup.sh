@@ -95,8 +95,7 @@ else
 fi
 
 step "Terraform providers (local filesystem mirror) and CLI config"
-bash scripts/providers/docker.sh
-[[ -f scripts/providers/libvirt.sh ]] && bash scripts/providers/libvirt.sh
+for build in harness/substrates/*/provider.sh; do bash "$build"; done
 .venv/bin/python -c 'from harness.terraform import write_cli_config; print("wrote", write_cli_config())'
 
 step "Base images"

@@ -17,8 +17,8 @@ echo "==> ansible-lint"
 ansible-lint --offline -q roles playbooks
 
 echo "==> terraform fmt + validate"
-terraform fmt -check -recursive terraform
-for m in terraform/modules/*/; do
+terraform fmt -check -recursive harness/substrates
+for m in harness/substrates/*/terraform/; do
   # .terraform and the lock file are local artifacts (gitignored): a rebuilt provider in the
   # mirror must not fail on checksums recorded before, so start from scratch
   rm -rf "$m/.terraform" "$m/.terraform.lock.hcl"

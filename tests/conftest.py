@@ -27,7 +27,7 @@ def seed_task(tmp_path):
 def docker_ready() -> str | None:
     """None when a Docker engine and the base image are usable, else the reason."""
     try:
-        from harness.images import docker_base_status
+        from harness.substrates.docker.base_image import docker_base_status
 
         ok, desc = docker_base_status()
         return None if ok else desc

@@ -27,8 +27,8 @@ from typing import Any
 import yaml
 
 from harness.agents.base import Agent, AgentContext, AgentOutcome
-from harness.environment import now_iso
 from harness.errors import ConfigError
+from harness.results import now_iso
 from harness.substrates.base import ExecResult
 
 ITEM_KEYS = {"cmd", "delay_sec", "node", "timeout_sec", "cwd", "skip_exec"}

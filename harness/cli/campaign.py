@@ -25,7 +25,7 @@ def plan(
     from rich.console import Console
     from rich.table import Table
 
-    from harness.planner import plan_campaign
+    from harness.campaign.plan import plan_campaign
 
     summary = plan_campaign(file, out)
     if as_json:
@@ -56,7 +56,7 @@ def apply(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from harness.campaign_ops import apply_campaign
+    from harness.campaign.ops import apply_campaign
 
     con = Console(stderr=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -94,7 +94,7 @@ def apply(
 def status(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
            as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Counts by status, running trials and their phase, ETA."""
-    from harness.campaign_ops import campaign_status
+    from harness.campaign.ops import campaign_status
 
     st = campaign_status(run_dir)
     if as_json:
@@ -113,7 +113,7 @@ def status(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
 def destroy(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Remove everything the campaign owns (idempotent)."""
-    from harness.campaign_ops import destroy_campaign
+    from harness.campaign.ops import destroy_campaign
 
     rep = destroy_campaign(run_dir)
     if as_json:
@@ -127,7 +127,7 @@ def destroy(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
 @campaign_app.command("collect")
 def collect(run_dir: Path = typer.Argument(..., help="Campaign run dir.")) -> None:
     """(Re)write results/trials.parquet and results/checks.parquet."""
-    from harness.campaign_ops import collect_results
+    from harness.campaign.ops import collect_results
 
     rows = collect_results(run_dir)
     print(f"results/trials.parquet: {rows['trials']} rows, results/checks.parquet: "

@@ -30,7 +30,7 @@ def _params(items: list[str]) -> dict[str, str]:
 def _session(trial_dir: Path):
     from harness.faults.ledger import EventLog
     from harness.faults.session import FaultSession, trial_seed
-    from harness.faults.sweep import kept_environment
+    from harness.trial.kept import kept_environment
 
     env, meta = kept_environment(trial_dir)
     return FaultSession(env, EventLog(env.paths), trial_seed(meta.get("trial_id", ""))), env
@@ -45,9 +45,9 @@ def _run(coro):
 @fault_app.command("list")
 def list_faults(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Every fault: layer, substrates, parameters."""
-    from harness.faults import CATALOG
+    from harness.faults import catalog
 
-    specs = [CATALOG[n] for n in sorted(CATALOG, key=lambda n: (CATALOG[n].layer, n))]
+    specs = [catalog()[n] for n in sorted(catalog(), key=lambda n: (catalog()[n].layer, n))]
     if as_json:
         print(json.dumps([s.to_dict() for s in specs], indent=2))
         return

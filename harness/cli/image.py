@@ -13,20 +13,13 @@ def register(app: typer.Typer) -> None:
 
 @image_app.command("build")
 def build(
-    kind: str = typer.Option("docker", "--kind", help="docker or vm."),
+    kind: str = typer.Option(None, "--kind", help="Substrate whose base image to build "
+                             "(default: the default substrate)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when cached."),
 ) -> None:
-    """Build the base image (cached by recipe hash): docker -> harness/debian:bookworm,
-    vm -> a qcow2 with the Debian kernel and initrd for direct boot."""
-    from harness.errors import InputError
+    """Build a substrate's base image (cached by recipe hash): the docker base
+    harness/debian:bookworm, or the VM qcow2 with its kernel and initrd for direct boot."""
+    from harness import substrates
 
-    if kind == "docker":
-        from harness.images import build_docker_base
-
-        build_docker_base(force=force)
-    elif kind == "vm":
-        from harness.substrates.libvirt.image import build_vm_image
-
-        print(build_vm_image(force=force))
-    else:
-        raise InputError(f"unknown kind {kind!r}; valid: docker, vm", key="--kind")
+    cls = substrates.substrate_class(kind or substrates.default_name())
+    print(cls.build_image(force=force))

@@ -20,8 +20,8 @@ def quickstart(
     from rich.console import Console
     from rich.table import Table
 
+    from harness.campaign.quickstart import quickstart as run_quickstart
     from harness.paths import SEED_TASKS
-    from harness.quickstart import quickstart as run_quickstart
 
     con = Console()
     running: dict[str, str] = {}

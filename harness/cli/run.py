@@ -29,7 +29,7 @@ def run(
     """Run one trial of AGENT on TASK_DIR; exit 0 whenever the trial ran."""
     from rich.console import Console
 
-    from harness.run import run_one
+    from harness.trial.adhoc import run_one
 
     err = Console(stderr=True)
     status = None if as_json else err.status("starting")
@@ -62,7 +62,10 @@ def run(
         err.print(f"  error: {record.error.get('message', '')[:300]}", highlight=False)
     phases = ", ".join(f"{k} {v['seconds']:.1f}s" for k, v in record.timings.items())
     err.print(f"  timings: {phases}")
-    result_dir = Path(out).resolve() / "adhoc" / "trials" / record.trial_id
+    from harness.paths import RunPaths
+    from harness.trial.adhoc import ADHOC
+
+    result_dir = RunPaths(Path(out).resolve() / ADHOC).trial(record.trial_id).root
     err.print(f"  result: {result_dir / 'result.json'}")
     if keep and (result_dir / "KEPT.txt").exists():
         err.print((result_dir / "KEPT.txt").read_text(), highlight=False)

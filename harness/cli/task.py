@@ -79,13 +79,15 @@ def list_tasks(
 @task_app.command("new")
 def new(
     name: str = typer.Argument(..., help="Task name (lowercase, digits, '-')."),
-    kind: str = typer.Option("docker", "--type", help="docker, vm or vm-cluster."),
+    kind: str = typer.Option(None, "--type", help="The [environment] type (default: the "
+                             "default substrate's); `harness doctor` lists substrates."),
     parent: Path = typer.Option(Path("tasks"), "--dir", help="Where to create it."),
 ) -> None:
     """Scaffold a task that validates as written."""
-    from harness.scaffold import new_task
     from harness.task import load_task
+    from harness.task.model import default_env_type
+    from harness.task.scaffold import new_task
 
-    root = new_task(name, kind, parent)
+    root = new_task(name, kind or default_env_type(), parent)
     load_task(root)
     print(f"created {root}; edit instruction.md, environment/, tests/test.sh, solution/solve.sh")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from harness import substrates
 from harness.errors import InputError, ToolError
-from harness.paths import ROLES
 
 STATES = ("injected", "healed", "partial")
 
@@ -81,21 +82,30 @@ class Param:
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """A registry entry: what the fault is, where it can run, how it is driven."""
+    """A registry entry: what the fault is, what a substrate must offer to run it
+    (`requires`, among `Substrate.capabilities`; `why` says why per capability), how it
+    is driven (`kind`, `role`)."""
 
     name: str
     layer: str
     kind: str
     summary: str
-    substrates: tuple[str, ...]
+    requires: tuple[str, ...] = ("power",)
     role: str | None = None
     deadman: bool = False
-    unsupported: dict[str, str] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
     internal_params: tuple[str, ...] = ()
+    folder: Path | None = None
+
+    @property
+    def substrates(self) -> tuple[str, ...]:
+        """The registered substrates that offer everything this fault requires."""
+        return tuple(n for n, cls in substrates.classes().items()
+                     if set(self.requires) <= cls.capabilities)
 
     @property
     def params(self) -> dict[str, Param]:
-        return role_params(self.role, self.internal_params) if self.role else {}
+        return role_params(self.folder, self.internal_params) if self.folder else {}
 
     def check_params(self, given: dict[str, Any]) -> dict[str, Any]:
         """Validated, typed, defaulted user parameters; unknown or missing ones are refused."""
@@ -116,25 +126,27 @@ class FaultSpec:
         return out
 
     def check_substrate(self, substrate: str) -> None:
-        if substrate in self.substrates:
+        missing = sorted(set(self.requires) - substrates.substrate_class(substrate).capabilities)
+        if not missing:
             return
-        why = self.unsupported.get(substrate, "")
-        raise InputError(f"fault {self.name} cannot run on substrate {substrate!r}"
-                         f"{': ' + why if why else ''}; supported: {', '.join(self.substrates)}")
+        why = "; ".join(self.why.get(m, f"it has no {m}") for m in missing)
+        raise InputError(f"fault {self.name} cannot run on substrate {substrate!r}: {why}; "
+                         f"supported: {', '.join(self.substrates)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "layer": self.layer, "kind": self.kind, "role": self.role,
-                "summary": self.summary, "substrates": list(self.substrates),
-                "deadman": self.deadman, "unsupported": self.unsupported,
+                "summary": self.summary, "requires": list(self.requires),
+                "substrates": list(self.substrates), "deadman": self.deadman, "why": self.why,
                 "params": [asdict(p) for p in self.params.values() if not p.internal]}
 
 
 @functools.cache
-def role_params(role: str, internal: tuple[str, ...] = ()) -> dict[str, Param]:
-    """A role's parameters from its meta/argument_specs.yml (role-prefixed options)."""
-    spec = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())
-    options = spec["argument_specs"]["main"]["options"]
-    prefix = f"{role}_"
+def role_params(folder: Path, internal: tuple[str, ...] = ()) -> dict[str, Param]:
+    """A fault folder's parameters from its meta/argument_specs.yml (the options prefixed
+    with the folder's name)."""
+    spec = yaml.safe_load((folder / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"].get("options") or {}
+    prefix = f"{folder.name}_"
     out = {}
     for key, opt in options.items():
         if not key.startswith(prefix):

@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.environment import now_iso
 from harness.faults.base import FaultRecord
 from harness.paths import TrialPaths
-from harness.results import append_jsonl
+from harness.results import append_jsonl, now_iso
 
 
 def ledger_path(paths: TrialPaths) -> Path:

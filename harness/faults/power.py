@@ -13,9 +13,15 @@ import json
 import shlex
 from typing import Any
 
-from harness.faults.base import Fault, FaultError, FaultRecord
+from harness.faults.base import Fault, FaultError, FaultRecord, FaultSpec
 
 BOOT_TIMEOUT = 180.0
+POWER_SPECS = (
+    FaultSpec("power_off", "L1", "power", "Power a node off (container stop, domain destroy); "
+              "heal powers it on"),
+    FaultSpec("power_cycle", "L1", "power", "Power-cycle a node (container restart, domain "
+              "reset); heal makes sure it is on"),
+)
 
 
 async def wait_up(env, node, timeout: float = BOOT_TIMEOUT) -> float:

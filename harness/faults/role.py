@@ -1,4 +1,5 @@
-"""Role faults: `roles/fi_<layer>_<fault>/` run through `playbooks/faults.yml`.
+"""Role faults: the scripts of `roles/fi_<layer>_<fault>/` run through the generic play of
+`playbooks/faults.yml` (roles/fi_common, `tasks_from: fault`).
 
 One ansible-runner run per step, and each step proves itself: inject runs the actions
 `[inject, verify]` with `fi_expect=injected`, heal runs `[heal, verify]` with
@@ -12,11 +13,11 @@ import asyncio
 import json
 from typing import Any
 
-from harness.ansible import run_playbook
 from harness.errors import AnsibleError, InputError
 from harness.faults import targets as sel
 from harness.faults.base import Fault, FaultError, FaultRecord
 from harness.paths import PLAYBOOKS, TrialPaths
+from harness.tools.ansible import run_playbook
 
 FAULTS_PLAYBOOK = PLAYBOOKS / "faults.yml"
 
@@ -45,6 +46,7 @@ class RoleFault(Fault):
         ledger = {k: v for k, v in rec.to_dict().items() if k not in ("detail", "states",
                                                                         "status", "error")}
         return {"fi_hosts": ",".join(rec.hosts), "fi_actions": actions, "fi_id": rec.id,
+                "fi_role_dir": str(self.spec.folder),
                 "fi_fault": rec.fault, "fi_record": ledger, "fi_detail": rec.detail,
                 "fi_expect": expect, "fi_deadman_sec": int(rec.deadman_sec or 0),
                 **{f"{role}_{k}": v for k, v in rec.params.items()}}
@@ -56,7 +58,7 @@ class RoleFault(Fault):
         stage = _stage(paths, f"fault-{rec.id}-{actions[0]}")
         extra = self.extravars(rec, actions, expect)
         try:
-            await asyncio.to_thread(run_playbook, paths, stage, [f"fault_{rec.fault}"], extra,
+            await asyncio.to_thread(run_playbook, paths, stage, ["fault"], extra,
                                     None, FAULTS_PLAYBOOK, self.timeout)
         except AnsibleError as exc:
             raise FaultError(f"{rec.fault} {'+'.join(actions)} ({rec.id}) failed: "
@@ -98,7 +100,7 @@ def reports(paths: TrialPaths, stage: str) -> dict[str, dict[str, Any]]:
     """Per host, every `HX {json}` line its scripts printed, merged in order."""
     out: dict[str, dict[str, Any]] = {}
     for ev in _events(paths, stage):
-        if ev.get("event") != "runner_on_ok":
+        if ev.get("event") not in ("runner_on_ok", "runner_item_on_ok"):
             continue
         data = ev.get("event_data", {})
         for line in str((data.get("res") or {}).get("stdout", "")).splitlines():
@@ -113,7 +115,8 @@ def reports(paths: TrialPaths, stage: str) -> dict[str, dict[str, Any]]:
 def _node_error(paths: TrialPaths, stage: str) -> str:
     """The first failure in the node's own words (the script's last stderr line)."""
     for ev in _events(paths, stage):
-        if ev.get("event") not in ("runner_on_failed", "runner_on_unreachable"):
+        if ev.get("event") not in ("runner_on_failed", "runner_item_on_failed",
+                                   "runner_on_unreachable"):
             continue
         data = ev.get("event_data", {})
         res = data.get("res") or {}

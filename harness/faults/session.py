@@ -18,13 +18,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from harness.environment import now_iso
 from harness.errors import InputError
 from harness.faults import get_fault, get_spec
 from harness.faults import targets as sel
 from harness.faults.base import FaultError, FaultRecord
 from harness.faults.ledger import Ledger, ledger_path
 from harness.faults.sweep import sweep_nodes
+from harness.results import now_iso
 
 DEFAULT_DEADMAN_SEC = 900
 

@@ -3,22 +3,15 @@
 `roles/fi_common/files/sweep.sh` runs every heal script recorded on the node
 (`/var/lib/harness/faults/<id>/heal.sh`, newest first), then removes whatever the harness
 owns by name; in `list` mode it only reports. `gc_faults` finds the live nodes of crashed
-or killed trials (`Substrate.live_nodes`: Docker containers by label, libvirt running
-domains through their trial directories) and runs it there before their
-resources are removed. `kept_environment` rebuilds a TrialEnvironment from a trial
-directory (trial.json + inventory.yml), for `harness fault` on a trial run with `--keep`.
+or killed trials (`Substrate.live_nodes`) and runs it there before their resources are
+removed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from pathlib import Path
 
-import yaml
-
-from harness.errors import InputError
-from harness.paths import ROLES, TrialPaths
+from harness.paths import ROLES
 from harness.substrates.base import Node
 
 SWEEP_SH = ROLES / "fi_common" / "files" / "sweep.sh"
@@ -66,27 +59,3 @@ def gc_faults(substrate, campaign: str | None = None, trial: str | None = None,
         for node, lines in done.items():
             healed += [f"{trial_id}/{node}: {x}" for x in lines]
     return found, healed
-
-
-def kept_environment(trial_dir: str | Path):
-    """The TrialEnvironment of a kept trial, rebuilt from trial.json and inventory.yml."""
-    from harness.environment import TrialEnvironment
-    from harness.substrates import get_substrate
-
-    paths = TrialPaths(Path(trial_dir).resolve())
-    if not paths.trial_json.is_file() or not paths.inventory.is_file():
-        raise InputError(f"{paths.root}: not a provisioned trial directory (needs trial.json "
-                         "and inventory.yml; run the trial with `harness run --keep`)")
-    meta = json.loads(paths.trial_json.read_text())
-    inv = yaml.safe_load(paths.inventory.read_text())["all"]
-    primary = set(inv.get("children", {}).get("primary", {}).get("hosts") or {})
-    nodes = []
-    for name, hv in (inv.get("hosts") or {}).items():
-        extra = {k: hv[v] for k, v in (("domain", "harness_domain"),
-                                       ("ssh_key", "ansible_ssh_private_key_file")) if v in hv}
-        nodes.append(Node(name=name, host=str(hv.get("ansible_host", name)),
-                          cluster_ip=str(hv.get("harness_cluster_ip", "")),
-                          primary=name in primary or bool(hv.get("harness_primary")),
-                          extra=extra))
-    substrate = get_substrate(meta.get("substrate", "docker"))
-    return TrialEnvironment(substrate, nodes, paths), meta

@@ -7,14 +7,13 @@ exec for agents, verifiers and probes, file upload, power, reboot, and sweeping 
 
 from __future__ import annotations
 
-import io
 import shlex
-import tarfile
-import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel
 
 from harness.errors import SubstrateError
 
@@ -34,6 +33,22 @@ while [ $((end - SECONDS)) -gt 0 ]; do
 done
 echo "$state"
 """
+
+
+SETUP = "run scripts/setup.sh"
+
+
+@dataclass
+class Check:
+    """One line of `harness doctor` (PASS, WARN or FAIL, with the fix)."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -75,9 +90,29 @@ class TrialSpec:
 
 
 class Substrate(ABC):
-    """One place trials can run. Subclasses live in a folder under harness/substrates/."""
+    """One place trials can run: a folder `harness/substrates/<name>/` holds the class, its
+    Terraform module (`terraform/`), image builder, task-field checks, doctor checks and
+    gc. The core knows substrates only through this contract and the registry.
+
+    Declarations (class attributes) tell the core what it must not guess:
+    `providers` (Terraform provider pins: source, version, `shared` when one provider
+    process may serve every command of a harness process, `build` the script that builds it
+    into the mirror), `env_types` (the task.toml `[environment] type`s it runs by default),
+    `capabilities` (what faults and gates may rely on: power, own_kernel, own_clock,
+    block_devices), `holds_capacity` (a trial holds host memory and CPUs while it runs),
+    `default_concurrency`, `node_keys` (the `[[environment.nodes]]` keys it honours beyond
+    name, cpus, memory_mb, storage_mb, roles), and `settings_model` (its section of
+    config.yaml, `substrates.<name>`).
+    """
 
     name: ClassVar[str]
+    providers: ClassVar[dict[str, dict[str, Any]]] = {}
+    env_types: ClassVar[tuple[str, ...]] = ()
+    capabilities: ClassVar[frozenset[str]] = frozenset({"power"})
+    holds_capacity: ClassVar[bool] = False
+    default_concurrency: ClassVar[int] = 1
+    node_keys: ClassVar[frozenset[str]] = frozenset()
+    settings_model: ClassVar[type[BaseModel] | None] = None
 
     @abstractmethod
     def terraform_module(self) -> Path:
@@ -101,9 +136,9 @@ class Substrate(ABC):
                    toolbox: str | None = None) -> ExecResult:
         """Run `cmd` with bash on `node` as root, killed after `timeout` seconds; `stdin`
         (when given) is its standard input, then end of file. With `toolbox` (a directory
-        made by `harness.integrity`), `cmd` runs under that toolbox's `sh`, with its `bin`
-        first on PATH, not through the node's own shell or `timeout` (the harness bounds it
-        from outside)."""
+        made by `harness.trial.integrity`), `cmd` runs under that toolbox's `sh`, with its
+        `bin` first on PATH, not through the node's own shell or `timeout` (the harness
+        bounds it from outside)."""
 
     @abstractmethod
     async def put(self, node: Node, src: Path, dest: str) -> None:
@@ -115,6 +150,69 @@ class Substrate(ABC):
         """Find and remove leftovers owned by the harness; return what was removed. What
         another live harness process owns (`harness.owner`) is spared unless `force`."""
 
+    # -- documented defaults ---------------------------------------------------------
+
+    @classmethod
+    def validate_task(cls, config, root: Path) -> list[str]:
+        """Problems of a task.toml for this substrate, one line each (`file: key: why`)."""
+        return []
+
+    @classmethod
+    def scaffold(cls, env_dir: Path) -> str:
+        """Write a new task's environment/ files for this substrate (`harness task new`);
+        return the rest of its `[environment]` table (and nodes) as TOML."""
+        return "memory_mb = 1024\n"
+
+    @classmethod
+    def doctor(cls) -> list[Check]:
+        """Host checks for this substrate."""
+        return []
+
+    @classmethod
+    def build_image(cls, force: bool = False, log=print) -> str:
+        """Build (or find cached) the base image; `harness image build --kind <name>`."""
+        raise NotImplementedError(f"{cls.name} has no base image to build")
+
+    def preflight(self) -> None:
+        """Raise PreflightError with the fix when the host cannot run this substrate."""
+
+    def prepare(self, spec: TrialSpec, log=print) -> str:
+        """Build or find the (cached) image the trial's nodes boot from; return its ref."""
+        return ""
+
+    def planned_image(self, task) -> str:
+        """The image `prepare` would use, without building it (for plans)."""
+        return ""
+
+    def plan_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """`terraform_vars` for a plan: nothing reserved or created on the host."""
+        return self.terraform_vars(spec)
+
+    def planned_outputs(self, tf_vars: dict[str, Any]) -> dict[str, Any] | None:
+        """The module outputs apply will produce, when known before apply (then Ansible
+        starts while Terraform creates the nodes); None when only apply knows them."""
+        return None
+
+    async def wait_ready(self, nodes: list[Node]) -> None:
+        """After apply: return once every node answers (VMs boot after their domain
+        exists; containers answer as soon as they exist)."""
+
+    def provider_config(self) -> dict[str, dict]:
+        """Provider blocks of the trial's root module (connection settings), by provider."""
+        return {}
+
+    def secrets(self, spec: TrialSpec) -> list[str]:
+        """Credentials this substrate made or holds for the trial (BMC passwords...): the
+        trial redacts them from everything it writes."""
+        return []
+
+    def login_hint(self, node: Node) -> str:
+        """How a person gets a shell on a kept node."""
+        return f"node {node.name}: {node.host}"
+
+    def release(self, spec: TrialSpec) -> None:
+        """Give back host-side reservations of a trial (after its teardown)."""
+
     async def put_archive(self, node: Node, data: bytes, dest: str) -> None:
         """Unpack the tar `data` into the existing directory `dest` on the node."""
         res = await self.exec(node, f"tar -x -C {shlex.quote(dest)}", 300, stdin=data)
@@ -122,25 +220,9 @@ class Substrate(ABC):
             raise SubstrateError(self.name, f"unpacking into {node.name}:{dest} failed",
                                  res.stderr)
 
-    def secrets(self, spec: TrialSpec) -> list[str]:
-        """Credentials this substrate made or holds for the trial (BMC passwords...): the
-        trial redacts them from everything it writes."""
-        return []
-
-    def provider_config(self) -> dict[str, dict]:
-        """Provider blocks of the trial's root module (connection settings), by provider."""
-        return {}
-
-    def prepare(self, spec: TrialSpec, log=print) -> str:
-        """Build or find the (cached) image the trial's nodes boot from; return its ref."""
-        return ""
-
-    def preflight(self) -> None:
-        """Raise PreflightError with the fix when the host cannot run this substrate."""
-
     async def power(self, node: Node, action: str) -> str:
         """on / off / cycle / reset / status."""
-        raise NotImplementedError(f"{self.name} does not support power {action}")
+        raise SubstrateError(self.name, f"{self.name} does not support power {action}")
 
     async def reboot(self, node: Node) -> None:
         await self.power(node, "reset")
@@ -160,40 +242,8 @@ class Substrate(ABC):
         """What `sweep` would remove, without removing it."""
         return []
 
-    def live_nodes(self, campaign: str | None = None, trial: str | None = None
-                   ) -> dict[str, list[Node]]:
+    def live_nodes(self, campaign: str | None = None, trial: str | None = None,
+                   force: bool = False) -> dict[str, list[Node]]:
         """Running nodes of matching trials by trial id, reachable through `exec` (gc uses
         them to heal faults from the node-side ledgers before removing the trials)."""
         return {}
-
-
-def toolbox_argv(toolbox: str, cmd: str) -> list[str]:
-    """`cmd` under the toolbox's sh, its bin first on PATH (the caller bounds the time)."""
-    bin_dir = f"{toolbox}/bin"
-    return [f"{bin_dir}/sh", "-c", f"export PATH={bin_dir}:/usr/local/sbin:/usr/local/bin:"
-                                   f"/usr/sbin:/usr/bin:/sbin:/bin\n{cmd}"]
-
-
-def tar_bytes(src: Path, top: str = "") -> bytes:
-    """`src` (a directory's contents, or the file) as a tar owned by root (as the node should
-    see it, whoever runs the harness); under a new directory `top` (mode 0755) when given."""
-
-    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        if top:
-            info = tarfile.TarInfo(top)
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
-            tar.addfile(as_root(info))
-        prefix = f"{top}/" if top else ""
-        if src.is_dir():
-            for p in sorted(src.rglob("*")):
-                tar.add(p, arcname=prefix + p.relative_to(src).as_posix(), recursive=False,
-                        filter=as_root)
-        else:
-            tar.add(src, arcname=prefix + src.name, filter=as_root)
-    return buf.getvalue()

@@ -11,13 +11,13 @@ import textwrap
 from pathlib import Path
 
 from harness.agents import get_agent
-from harness.faults import CATALOG
+from harness.faults import catalog
 from harness.faults.ledger import EventLog
 from harness.faults.session import FaultSession
-from harness.faults.sweep import kept_environment
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
+from harness.trial.kept import kept_environment
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,7 +68,7 @@ async def inject_verify_heal_twice(kept: Path, fault: str, targets, params: dict
     s = session(kept)
     rec = await s.inject(fault, targets, params)
     assert rec.hosts and rec.states == dict.fromkeys(rec.hosts, "injected"), rec.states
-    if CATALOG[fault].role:
+    if catalog()[fault].role:
         for host in rec.hosts:
             res = await on_node(s, host, f"test -f /run/harness/faults/{rec.id}.json && "
                                          f"test -f /var/lib/harness/faults/{rec.id}/heal.sh")

@@ -19,13 +19,13 @@ import yaml
 
 from harness.agents import get_agent
 from harness.agents.cli import AgentSetupError
-from harness.capture import capture_window
-from harness.environment import now_iso
+from harness.results import now_iso
 from harness.risk import TYPES, scan
 from harness.substrates import get_substrate
 from harness.task import load_task
 from harness.trajectory import read_trajectory
 from harness.trial import Trial, make_trial_id
+from harness.trial.capture import capture_window
 from tests.conftest import SEED, docker_ready, labeled
 from tests.fakes import (
     CLAUDE_RESULT,

@@ -267,7 +267,7 @@ class FilesAgent(Agent):
 
 
 def test_exec_with_files_replaces_the_directory_and_refuses_clearly(seed_task, tmp_path):
-    from harness.environment import UNPACK_FAILED
+    from harness.trial.environment import UNPACK_FAILED
 
     agent = FilesAgent()
     rec = asyncio.run(make_trial(seed_task("hello-docker"), agent, tmp_path).run())
@@ -281,7 +281,7 @@ def test_exec_with_files_replaces_the_directory_and_refuses_clearly(seed_task, t
 def test_reboot_returns_only_once_systemd_has_booted(seed_task, tmp_path):
     """Right after a container restart `systemctl` cannot reach systemd yet and returns at
     once; reboot() asks again until boot has finished (seen as a flaky durability gate)."""
-    from harness.faults.sweep import kept_environment
+    from harness.trial.kept import kept_environment
 
     trial = make_trial(seed_task("hello-docker"), "nop", tmp_path, keep=True)
     asyncio.run(trial.run())

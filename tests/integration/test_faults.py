@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness.faults import CATALOG
+from harness.faults import catalog
 from harness.trial import make_trial_id
 from tests.conftest import docker_ready, labeled
 from tests.integration.faultcheck import (
@@ -106,7 +106,7 @@ def kept(tmp_path_factory):
 
 def test_every_docker_fault_is_covered():
     assert sorted(n for n, _, _ in CASES) == sorted(
-        n for n, s in CATALOG.items() if "docker" in s.substrates)
+        n for n, s in catalog().items() if "docker" in s.substrates)
 
 
 @pytest.mark.parametrize("fault,targets,params", CASES, ids=[c[0] for c in CASES])

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from harness.faults import CATALOG
+from harness.faults import catalog
 from harness.substrates import get_substrate
 from tests.integration.faultcheck import (
     cli,
@@ -116,7 +116,7 @@ def kept(tmp_path_factory):
 
 
 def test_every_vm_fault_is_covered():
-    claimed = sorted(n for n, s in CATALOG.items() if "vm-cluster" in s.substrates)
+    claimed = sorted(n for n, s in catalog().items() if "vm-cluster" in s.substrates)
     assert sorted([n for n, _, _ in CASES] + ["nic_down"]) == claimed
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from harness.errors import PreflightError
 from harness.substrates.base import Node, TrialSpec
-from harness.terraform import render_root, terraform_bin, terraform_env
+from harness.tools.terraform import render_root, terraform_bin, terraform_env
 
 REPO = Path(__file__).resolve().parents[2]
 SSH_TIMEOUT = 180.0
@@ -80,7 +80,7 @@ def substrate():
     from harness.substrates.libvirt import LibvirtSubstrate
     from harness.substrates.libvirt.image import build_vm_image
 
-    sub = LibvirtSubstrate("vm")
+    sub = LibvirtSubstrate()
     build_vm_image()
     try:
         sub.preflight()
@@ -129,9 +129,9 @@ def test_apply_ssh_exec_reboot_destroy(substrate, tmp_path):
 @pytest.mark.slow
 def test_two_node_cluster_isolated_network(tmp_path):
     """vm-cluster: fixed DHCP addresses, peers by name, cluster-info, no route out."""
-    from harness.substrates.libvirt import LibvirtSubstrate
+    from harness.substrates.libvirt import LibvirtClusterSubstrate
 
-    sub = LibvirtSubstrate("vm-cluster")
+    sub = LibvirtClusterSubstrate()
     task = FakeTask(nodes=[FakeNode("db", memory_mb=768), FakeNode("web", memory_mb=768)])
     with applied(sub, task, tmp_path) as (spec, nodes, started):
         asyncio.run(sub.wait_ready(nodes, SSH_TIMEOUT * 1.5))

@@ -69,7 +69,7 @@ DEMO = {
         """,
 }
 SCENARIO_PY = '''
-from harness.scenario import CompletionMode, ScenarioController
+from harness.trial.scenario import CompletionMode, ScenarioController
 
 
 class Scenario(ScenarioController):

@@ -8,7 +8,15 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from harness.capture import LOG_FILE, PREFIX, attribute, parse_log, read_command, unwrap, words
+from harness.trial.capture import (
+    LOG_FILE,
+    PREFIX,
+    attribute,
+    parse_log,
+    read_command,
+    unwrap,
+    words,
+)
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "harness_command_logger"
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from harness.ansible import inventory_connections
 from harness.paths import ANSIBLE_PLUGINS
+from harness.tools.ansible import StartBarrier, inventory_connections
 
 
 def test_inventory_connections_from_group_and_host_vars(tmp_path):
@@ -77,9 +77,7 @@ def _gated(tmp_path, gate):
 
 
 def test_gate_holds_the_plays_until_opened(tmp_path):
-    from harness.ansible import Gate
-
-    gate = Gate(tmp_path / "ansible" / "gate")
+    gate = StartBarrier(tmp_path / "ansible" / "gate")
     proc, marker = _gated(tmp_path, gate.path)
     with pytest.raises(subprocess.TimeoutExpired):
         proc.wait(timeout=4)  # started up, waiting at the gate
@@ -91,9 +89,7 @@ def test_gate_holds_the_plays_until_opened(tmp_path):
 
 
 def test_gate_abort_ends_the_run_before_any_play(tmp_path):
-    from harness.ansible import Gate
-
-    gate = Gate(tmp_path / "ansible" / "gate")
+    gate = StartBarrier(tmp_path / "ansible" / "gate")
     proc, marker = _gated(tmp_path, gate.path)
     gate.abort()
     out, _ = proc.communicate(timeout=120)
@@ -105,7 +101,7 @@ def test_gate_abort_ends_the_run_before_any_play(tmp_path):
 def test_playbook_shim_keeps_output_and_exit_code(tmp_path, fail):
     """harness's ansible-playbook (no interpreter teardown) prints the whole run and exits
     with ansible-playbook's code: 0, or 2 for a failed task."""
-    from harness.ansible import ANSIBLE_PLAYBOOK
+    from harness.tools.ansible import ANSIBLE_PLAYBOOK
 
     book = tmp_path / "pb.yml"
     cmd = "/bin/false" if fail else "/bin/true"

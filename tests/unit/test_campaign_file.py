@@ -55,7 +55,7 @@ def test_filters_select_by_layer(tmp_path):
 @pytest.mark.parametrize("doc,err,match", [
     ({"concurrency": 0}, ConfigError, "concurrency.total: must be >= 1 \\(got 0\\)"),
     ({"attempts": 0}, ConfigError, "attempts"),
-    ({"colour": "blue"}, ConfigError, "colour: unknown key; valid: name, tasks"),
+    ({"colour": "blue"}, ConfigError, "colour: unknown key; valid here: name, tasks"),
     ({"name": "Bad Name"}, ConfigError, "name"),
     ({"agents": [{"name": "oracle", "env": {"KEY": "sk-literal"}}]}, ConfigError,
      "must reference the caller's environment"),
@@ -74,7 +74,7 @@ def test_unknown_task_path(tmp_path):
 
 
 def test_unknown_agent_lists_valid(tmp_path):
-    from harness.planner import plan_campaign
+    from harness.campaign.plan import plan_campaign
 
     with pytest.raises(RegistryError, match="unknown agent 'gpt-magic'; valid: .*oracle"):
         plan_campaign(camp_file(tmp_path, agents=[{"name": "gpt-magic"}]), tmp_path / "run")

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from harness.capacity import CapacityPool
 from harness.errors import InputError
+from harness.substrates.capacity import CapacityPool
 
 
 def test_pool_bounds_concurrent_holders():

@@ -7,10 +7,10 @@ import pytest
 import yaml
 
 from harness.errors import InputError, RegistryError
-from harness.faults import CATALOG, get_fault, get_spec, names
+from harness.faults import catalog, get_fault, get_spec, names
 from harness.paths import PLAYBOOKS, ROLES
 
-ROLE_FAULTS = [s for s in CATALOG.values() if s.role]
+ROLE_FAULTS = [s for s in catalog().values() if s.role]
 VM_ONLY = {"clock_skew", "disk_latency", "disk_errors", "raid_member_fail", "netem"}
 
 
@@ -20,7 +20,7 @@ def plays() -> dict[str, dict]:
 
 
 def test_catalog_covers_every_layer_and_the_issue_list():
-    assert {s.layer for s in CATALOG.values()} == {"L1", "L2", "L3", "L4"}
+    assert {s.layer for s in catalog().values()} == {"L1", "L2", "L3", "L4"}
     assert set(names()) >= {"power_off", "power_cycle", "nic_down", "process_kill",
                             "process_pause", "service_stop", "disk_full", "cpu_starve",
                             "mem_starve", "clock_skew", "config_drift", "disk_latency",
@@ -29,19 +29,44 @@ def test_catalog_covers_every_layer_and_the_issue_list():
 
 
 @pytest.mark.parametrize("spec", ROLE_FAULTS, ids=lambda s: s.name)
-def test_role_layout_and_tagged_play(spec):
+def test_a_fault_is_one_folder_of_what_differs(spec):
+    """Scripts, parameters and the registry entry; nothing shared is copied into it."""
     role = ROLES / spec.role
     assert spec.role == f"fi_{spec.layer.lower()}_{spec.name}"
-    for rel in ("tasks/main.yml", "tasks/inject.yml", "tasks/heal.yml", "tasks/verify.yml",
-                "templates/inject.sh.j2", "templates/heal.sh.j2", "templates/verify.sh.j2",
-                "meta/argument_specs.yml", "meta/main.yml"):
-        assert (role / rel).is_file(), rel
-    play = plays()[spec.name]
-    assert play["tags"] == ["never", f"fault_{spec.name}", f"layer_{spec.layer}"]
-    assert play["tasks"][0]["ansible.builtin.include_role"]["name"] == spec.role
+    files = sorted(p.relative_to(role).as_posix() for p in role.rglob("*") if p.is_file())
+    assert files == ["meta/argument_specs.yml", "meta/fault.yml", "templates/heal.sh.j2",
+                     "templates/inject.sh.j2", "templates/verify.sh.j2"]
+    options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())[
+        "argument_specs"]["main"].get("options", {})
+    assert all(k.startswith(f"{spec.role}_") for k in options), "only the fault's own"
+
+
+def test_one_generic_fault_play_runs_any_folder():
+    generic = plays()["-"]
+    assert generic["tags"] == ["never", "fault"]
+    include = generic["tasks"][0]["ansible.builtin.include_role"]
+    assert include["name"] == "fi_common" and include["tasks_from"] == "fault"
+    assert len(yaml.safe_load((ROLES / "fi_common" / "tasks" / "fault.yml").read_text())) == 1
+
+
+def test_a_throwaway_fault_folder_is_registered(tmp_path):
+    folder = tmp_path / "fi_l4_throwaway"
+    (folder / "meta").mkdir(parents=True)
+    (folder / "templates").mkdir()
+    (folder / "meta" / "fault.yml").write_text(
+        "name: throwaway\nlayer: L4\nkind: role\nsummary: A marker file\n"
+        "requires: [own_clock]\nwhy: {own_clock: 'needs its own clock'}\n")
+    (folder / "meta" / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    options:\n      fi_l4_throwaway_path:\n"
+        "        type: str\n        default: /tmp/x\n")
     for action in ("inject", "heal", "verify"):
-        tasks = yaml.safe_load((role / "tasks" / f"{action}.yml").read_text())
-        assert len(tasks) <= 2, f"{action}.yml should stay at 1-2 tasks (speed)"
+        (folder / "templates" / f"{action}.sh.j2").write_text("{{ fi_lib }}\ntrue\n")
+    specs = catalog(roles=tmp_path)
+    assert set(specs) == {"power_off", "power_cycle", "throwaway"}
+    spec = specs["throwaway"]
+    assert spec.role == "fi_l4_throwaway" and spec.substrates == ("vm", "vm-cluster")
+    with pytest.raises(InputError, match="needs its own clock"):
+        spec.check_substrate("docker")
 
 
 def test_every_fault_role_is_registered():

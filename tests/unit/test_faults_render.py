@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.faults import CATALOG
+from harness.faults import catalog
 from harness.paths import ROLES
 
 ACTIONS = ("inject", "heal", "verify")
@@ -31,7 +31,7 @@ PARAMS = {
     "tls_mismatch": {"key": "/etc/tls/k.pem", "cert": "/etc/tls/c.pem", "service": "nginx"},
     "file_corrupt": {"path": "/var/lib/db/data.db", "mode": "truncate"},
 }
-ROLE_FAULTS = sorted(s.name for s in CATALOG.values() if s.role)
+ROLE_FAULTS = sorted(s.name for s in catalog().values() if s.role)
 
 RENDER_ROLE = """
 - name: Render
@@ -39,6 +39,8 @@ RENDER_ROLE = """
     rendered: "{{ rendered | default({}) | combine({role_name ~ '.' ~ item:
                   lookup('ansible.builtin.template', item ~ '.sh.j2')}) }}"
   loop: [inject, heal, verify]
+  vars:
+    fi_role_dir: "{{ role_path }}"
 """
 PLAY = """
 - name: Render fault scripts
@@ -73,7 +75,7 @@ def rendered(tmp_path_factory) -> dict:
              "fi_detail": {}, "fi_expect": "injected", "fi_deadman_sec": 300,
              "fi_actions": ["inject"], "render_roles": [], "harness_substrate": "vm"}
     for name in ROLE_FAULTS:
-        spec = CATALOG[name]
+        spec = catalog()[name]
         role = base / "roles" / spec.role
         (role / "tasks").mkdir(parents=True)
         (role / "tasks" / "main.yml").write_text(RENDER_ROLE)
@@ -99,7 +101,7 @@ def rendered(tmp_path_factory) -> dict:
 
 
 def script(rendered: dict, fault: str, action: str) -> str:
-    return rendered[f"{CATALOG[fault].role}.{action}"]
+    return rendered[f"{catalog()[fault].role}.{action}"]
 
 
 @pytest.mark.parametrize("fault", ROLE_FAULTS)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.cli.main import run as cli
-from harness.verifier import VerifierOutputError, parse_reward
+from harness.trial.verifier import VerifierOutputError, parse_reward
 
 REPO = Path(__file__).resolve().parents[2]
 FUZZ = settings(max_examples=60, deadline=timedelta(seconds=8), derandomize=True,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.gates import DecommissionGate, DurabilityGate, LiveGate, _held, gates_for
 from harness.task import load_task
+from harness.trial.gates import DecommissionGate, DurabilityGate, LiveGate, _held, gates_for
 from tests.conftest import SEED
 
 

@@ -16,7 +16,7 @@ from harness.paths import REPO_ROOT
 from harness.substrates.base import TrialSpec
 from harness.substrates.docker import DockerSubstrate, render_vars
 from harness.task import load_task
-from harness.terraform import PROVIDERS, render_root
+from harness.tools.terraform import render_root, required_providers
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 CASES = sorted(p for p in GOLDEN.iterdir() if (p / "case.json").exists())
@@ -38,7 +38,7 @@ def test_render_matches_golden(case, monkeypatch):
     sub = DockerSubstrate.__new__(DockerSubstrate)
     tf_vars = render_vars(spec, spec_in["subnet"])
     doc = render_root(sub.terraform_module(), REPO_ROOT / spec_in["terraform_root"], tf_vars,
-                      {"docker": PROVIDERS["docker"]}, sub.provider_config())
+                      required_providers(sub.providers), sub.provider_config())
     _compare(case / "main.tf.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
     nodes = sub.nodes(spec, spec_in["outputs"])
     inventory = sub.inventory(spec, nodes)

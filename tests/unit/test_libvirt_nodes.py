@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.substrates.base import TrialSpec
-from harness.substrates.libvirt import LibvirtSubstrate, bmc
+from harness.substrates.libvirt import LibvirtClusterSubstrate, LibvirtSubstrate, bmc
 
 
 def task(nodes, cpus=2, memory_mb=768):
@@ -29,7 +29,7 @@ def spec(tmp_path: Path, t) -> TrialSpec:
 def test_nodes_fall_back_to_environment(tmp_path, monkeypatch):
     monkeypatch.setattr("harness.substrates.libvirt.host_memory_mb", lambda: 64000)
     monkeypatch.setattr("os.cpu_count", lambda: 8)
-    sub = LibvirtSubstrate("vm-cluster", domain_type="qemu")
+    sub = LibvirtClusterSubstrate(domain_type="qemu")
     got = sub._task_nodes(spec(tmp_path, task([node("a"), node("b", cpus=1, memory_mb=512)])))
     assert got == [{"name": "a", "vcpu": 2, "memory_mb": 768},
                    {"name": "b", "vcpu": 1, "memory_mb": 512}]
@@ -38,7 +38,7 @@ def test_nodes_fall_back_to_environment(tmp_path, monkeypatch):
 def test_nodes_clamped_to_host_with_warning(tmp_path, monkeypatch):
     monkeypatch.setattr("harness.substrates.libvirt.host_memory_mb", lambda: 4096)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
-    sub = LibvirtSubstrate("vm", domain_type="qemu")
+    sub = LibvirtSubstrate(domain_type="qemu")
     with pytest.warns(UserWarning, match="this host gives it 2 and 3072"):
         got = sub._task_nodes(spec(tmp_path, task([node("a")], cpus=16, memory_mb=65536)))
     assert got == [{"name": "a", "vcpu": 2, "memory_mb": 3072}]
@@ -49,7 +49,7 @@ def test_bmc_nodes_get_config_vars_and_inventory(tmp_path, monkeypatch):
                         lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
     monkeypatch.setattr("harness.substrates.libvirt.kernel_paths",
                         lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
-    sub = LibvirtSubstrate("vm-cluster", domain_type="qemu")
+    sub = LibvirtClusterSubstrate(domain_type="qemu")
     s = TrialSpec(trial_id="t-0002", campaign="vm-unit", root=tmp_path,
                   task=task([node("node0"), node("node1", bmc=True)]),
                   image=str(tmp_path / "disk.qcow2"))

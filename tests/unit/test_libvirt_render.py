@@ -14,9 +14,9 @@ import pytest
 
 from harness.errors import InputError, SubstrateError
 from harness.substrates.base import TrialSpec
-from harness.substrates.libvirt import LibvirtSubstrate, naming, ssh
+from harness.substrates.libvirt import LibvirtClusterSubstrate, LibvirtSubstrate, naming, ssh
 
-MODULE = Path(__file__).resolve().parents[2] / "terraform" / "modules" / "libvirt_trial"
+MODULE = Path(__file__).resolve().parents[2] / "harness" / "substrates" / "libvirt" / "terraform"
 
 
 @dataclass
@@ -38,7 +38,7 @@ class FakeTask:
 
 @pytest.fixture
 def substrate(monkeypatch) -> LibvirtSubstrate:
-    sub = LibvirtSubstrate("vm-cluster", domain_type="qemu")
+    sub = LibvirtClusterSubstrate(domain_type="qemu")
     monkeypatch.setattr("harness.substrates.libvirt.host.taken_subnets", lambda uri: set())
     return sub
 
@@ -106,7 +106,7 @@ def test_pinned_network_is_used(substrate, tmp_path):
 
 
 def test_vm_takes_one_node_only(tmp_path):
-    sub = LibvirtSubstrate("vm", domain_type="qemu")
+    sub = LibvirtSubstrate(domain_type="qemu")
     with pytest.raises(InputError, match="vm-cluster"):
         sub.terraform_vars(spec(tmp_path, FakeTask(nodes=[FakeNode("a"), FakeNode("b")])))
 

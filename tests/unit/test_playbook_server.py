@@ -14,9 +14,9 @@ import uuid
 import pytest
 import yaml
 
-from harness.ansible import PLAYBOOK_SERVER_PROCESS, run_playbook
 from harness.errors import AnsibleError
 from harness.paths import TrialPaths
+from harness.tools.ansible import PLAYBOOK_SERVER_PROCESS, run_playbook
 
 
 def _trial(tmp_path, name: str) -> TrialPaths:
@@ -125,8 +125,8 @@ def test_the_server_follows_its_harness_process_even_after_kill_9():
     import sys
 
     owner = subprocess.Popen(
-        [sys.executable, "-c", "import time\nfrom harness.ansible import PLAYBOOK_SERVER_PROCESS"
-         " as P\nprint(P.socket(), flush=True)\ntime.sleep(600)"],
+        [sys.executable, "-c", "import time\nfrom harness.tools.ansible import "
+         "PLAYBOOK_SERVER_PROCESS as P\nprint(P.socket(), flush=True)\ntime.sleep(600)"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "HARNESS_ANSIBLE_FORK_SERVER": "1"})
     sock = owner.stdout.readline().strip()
     assert sock and _run_processes(sock), "the server runs"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.verifier import VerifierOutputError, _split_files, parse_reward
+from harness.trial.verifier import VerifierOutputError, _split_files, parse_reward
 
 
 def test_reward_txt():

@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from harness.errors import InputError
-from harness.scenario import CompletionMode, ScenarioController, load_scenario
-from harness.scenario.timeline import TimelineScenario
 from harness.task import load_task
+from harness.trial.scenario import CompletionMode, ScenarioController, load_scenario
+from harness.trial.scenario.timeline import TimelineScenario
 from tests.conftest import SEED
 
 GOOD = """
@@ -84,7 +84,7 @@ def test_both_files_refused(task_dir):
 
 
 def test_python_scenario(task_dir):
-    scen = load(task_dir, "from harness.scenario import CompletionMode, ScenarioController\n"
+    scen = load(task_dir, "from harness.trial.scenario import CompletionMode, ScenarioController\n"
                 "class Scenario(ScenarioController):\n"
                 "    completion = CompletionMode.TIMEBOXED\n"
                 "    async def execute(self, api):\n        await api.wait(1)\n", "scenario.py")

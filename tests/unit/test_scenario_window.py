@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from harness.agents import AgentOutcome
-from harness.scenario import CompletionMode, ScenarioAPI, ScenarioController, run_window
+from harness.trial.scenario import CompletionMode, ScenarioAPI, ScenarioController, run_window
 
 
 class Events(list):
@@ -113,7 +113,7 @@ def test_failing_scenario_is_recorded_not_raised():
 
 
 def test_timeline_waits_for_agent_exit():
-    from harness.scenario.timeline import TimelineFile, TimelineScenario
+    from harness.trial.scenario.timeline import TimelineFile, TimelineScenario
 
     doc = TimelineFile.model_validate({"completion": "SCENARIO_DRIVEN", "timeline": [
         {"after_event": "agent.exit", "delay_sec": 0.1, "name": "settled"},

@@ -98,7 +98,7 @@ BAD = [
     ("bad-toml", "[environment\ntype = 'docker'", {}, "invalid TOML"),
     ("wrong-type", "[environment]\ncpus = 'two'", {}, "environment.cpus"),
     ("unknown-env-type", "[environment]\ntype = 'kvm'", {},
-     "environment.type: got 'kvm'; input should be 'docker', 'vm'"),
+     "environment.type: 'kvm' has no substrate in this harness yet (runnable: docker, vm"),
     ("bad-hostname", "[[environment.nodes]]\nname = 'Node_1'", {}, "not a valid hostname"),
     ("dup-nodes", "[[environment.nodes]]\nname = 'a'\n[[environment.nodes]]\nname = 'a'", {},
      "duplicate node names"),
@@ -108,7 +108,7 @@ BAD = [
     ("unknown-gate-key", "[gates]\nlive = { duration = 5 }", {}, "gates.live"),
     ("cluster-one-node", "[environment]\ntype = 'vm-cluster'", {}, "at least 2"),
     ("data-disks-on-docker", "[[environment.nodes]]\nname = 'n'\ndata_disks = [64]", {},
-     "only the vm and vm-cluster types have block devices"),
+     "environment.nodes.data_disks: set on node n, but the 'docker' type has no such thing"),
     ("data-disk-too-big", "[[environment.nodes]]\nname = 'n'\ndata_disks = [0]", {},
      "at most 8 data disks of 1-65536 MB"),
     ("reboot-unknown-node", "[gates]\ndurability = { reboot = ['node7'] }", {},
@@ -142,7 +142,7 @@ def test_not_a_directory(tmp_path):
 
 
 def test_scaffold_validates(tmp_path):
-    from harness.scaffold import new_task
+    from harness.task.scaffold import new_task
 
     for kind in ("docker", "vm", "vm-cluster"):
         load_task(new_task(f"demo-{kind}", kind, tmp_path))

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from harness import terraform
-from harness.terraform import ProviderServer, shared_provider_env
+from harness.tools import terraform
+from harness.tools.terraform import ProviderServer, shared_provider_env
 
 FAKE = """#!{python}
 import json, os, signal, socket, sys, tempfile
@@ -42,7 +42,8 @@ def _alive(pid: int) -> bool:
 def fake_mirror(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("HARNESS_TF_SHARED_PROVIDERS", raising=False)
-    monkeypatch.setattr(terraform, "SHARED_PROVIDERS", ("fake",))
+    monkeypatch.setattr(terraform.substrates, "provider_pins", lambda: {
+        "fake": {"source": "example/fake", "version": "1.0.0", "shared": True}})
     binary = terraform._provider_binary("example/fake", "1.0.0")
     binary.parent.mkdir(parents=True)
     binary.write_text(FAKE.format(python=sys.executable))

@@ -10,7 +10,7 @@ import json
 import pytest
 import python_terraform
 
-from harness.terraform import Terraform1, _error_summary, terraform_bin, terraform_env
+from harness.tools.terraform import Terraform1, _error_summary, terraform_bin, terraform_env
 
 
 def _has_terraform() -> bool:
@@ -102,7 +102,7 @@ def _trial_with_module(base, name: str, word: str = "hello"):
 
 
 def test_init_is_run_once_then_copied_for_the_same_inputs(tmp_path, monkeypatch):
-    from harness.terraform import TrialTerraform
+    from harness.tools.terraform import TrialTerraform
 
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
     terraform_env()

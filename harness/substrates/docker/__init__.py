@@ -1,8 +1,11 @@
 """The docker substrate: one internal network and one systemd container per node.
 
-Terraform (`terraform/modules/docker_trial`, provider kreuzwerker/docker) creates and
+Everything it needs lives in this folder: the Terraform module (`terraform/`, provider
+kreuzwerker/docker built by `provider.sh`), the harness's own Docker engine (`engine/`),
+the offline base image (`base_image.py`) and task images (`image.py`), subnet
+reservations (`network.py`) and its doctor checks (`doctor.py`). Terraform creates and
 destroys; the Docker SDK execs, uploads, powers and sweeps. Every object carries the labels
-`harness.trial` and `harness.campaign` and a name starting with `hx-`.
+`harness.trial`, `harness.campaign`, `harness.owner` and a name starting with `hx-`.
 """
 
 from __future__ import annotations
@@ -15,33 +18,38 @@ import shlex
 import time
 import warnings
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
-from harness import firewall, owner
+from pydantic import BaseModel
+
+from harness import owner
 from harness.config import Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
-from harness.paths import TERRAFORM_MODULES
-from harness.substrates.base import (
-    ExecResult,
-    Node,
-    Substrate,
-    TrialSpec,
-    tar_bytes,
-    toolbox_argv,
-)
-from harness.substrates.docker import engine, network
+from harness.substrates import firewall
+from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
+from harness.substrates.common import tar_bytes, toolbox_argv
+from harness.substrates.docker import base_image, doctor, engine, network
 from harness.substrates.docker.image import image_tag, task_image
+from harness.substrates.docker.settings import DockerSettings
 
+HERE = Path(__file__).resolve().parent
 LABEL_TRIAL = "harness.trial"
-EXEC_GRACE = 20.0
 LABEL_CAMPAIGN = "harness.campaign"
+EXEC_GRACE = 20.0
 
 
 class DockerSubstrate(Substrate):
     name = "docker"
+    providers: ClassVar[dict] = {"docker": {
+        "source": "kreuzwerker/docker", "version": "4.6.0", "shared": True,
+        "build": str(HERE / "provider.sh")}}
+    env_types: ClassVar[tuple[str, ...]] = ("docker",)
+    default_concurrency: ClassVar[int] = 4
+    settings_model: ClassVar[type[BaseModel]] = DockerSettings
 
     def __init__(self, name: str = "docker", settings: Settings | None = None):
         self.settings = settings or load_settings()
+        self.config: DockerSettings = self.settings.substrate(self.name, DockerSettings)
         self._client = None
 
     @property
@@ -54,25 +62,47 @@ class DockerSubstrate(Substrate):
     def provider_config(self) -> dict[str, dict]:
         return {"docker": {"host": engine.docker_host()}}
 
+    @classmethod
+    def validate_task(cls, config, root: Path) -> list[str]:
+        env = config.environment
+        if not (root / "environment" / "Dockerfile").is_file() and not env.base_image:
+            return [f"{root / 'environment' / 'Dockerfile'}: missing (a docker task needs "
+                    "environment/Dockerfile or environment.base_image)"]
+        return []
+
+    @classmethod
+    def scaffold(cls, env_dir: Path) -> str:
+        (env_dir / "Dockerfile").write_text("FROM debian:bookworm\n")
+        return "memory_mb = 512\n"
+
+    @classmethod
+    def doctor(cls) -> list:
+        return doctor.checks()
+
+    @classmethod
+    def build_image(cls, force: bool = False, log=print) -> str:
+        return base_image.build_docker_base(force=force, log=log)
+
+    def login_hint(self, node: Node) -> str:
+        return f"docker -H {engine.docker_host()} exec -it {node.host} bash"
+
     def preflight(self) -> None:
         self.client  # noqa: B018 - raises PreflightError when the engine is down
         firewall.require()
-        from harness.images import docker_base_status
-
-        ok, desc = docker_base_status()
+        ok, desc = base_image.docker_base_status()
         if not ok:
             raise PreflightError(f"{desc}; run `harness image build --kind docker`")
 
     def terraform_module(self) -> Path:
-        return TERRAFORM_MODULES / "docker_trial"
+        return HERE / "terraform"
 
     def prepare(self, spec: TrialSpec, log=print) -> str:
         return task_image(self.client, spec.task, self.settings, log=log)
 
     def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
-        subnet = network.reserve_subnet(self.client, spec.trial_id, self.settings.docker_pool,
-                                        self.settings.docker_prefix, spec.task.network)
-        return {**render_vars(spec, subnet), "pids_limit": self.settings.docker_pids_limit}
+        subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
+                                        self.config.prefix, spec.task.network)
+        return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
 
     def planned_image(self, task) -> str:
         """The image tag apply would build or reuse (nothing is built)."""
@@ -80,13 +110,12 @@ class DockerSubstrate(Substrate):
 
     def plan_vars(self, spec: TrialSpec) -> dict[str, Any]:
         """terraform_vars with a predicted, unreserved subnet (for plans)."""
-        subnet = network.reserve_subnet(self.client, spec.trial_id, self.settings.docker_pool,
-                                        self.settings.docker_prefix, spec.task.network,
+        subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
+                                        self.config.prefix, spec.task.network,
                                         reserve=False)
-        return render_vars(spec, subnet)
+        return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
 
-    @staticmethod
-    def planned_outputs(tf_vars: dict[str, Any]) -> dict[str, Any]:
+    def planned_outputs(self, tf_vars: dict[str, Any]) -> dict[str, Any]:
         """The module outputs apply will produce for these vars (names and IPs are fixed)."""
         return {"nodes": {n["name"]: {"container": f"hx-{tf_vars['trial_id']}-{n['name']}",
                                       "ipv4": n["ipv4"]} for n in tf_vars["nodes"]}}

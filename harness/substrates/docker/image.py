@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.config import Settings
 from harness.errors import InputError, PreflightError
-from harness.images import DOCKER_BASE
+from harness.substrates.docker.base_image import DOCKER_BASE
 from harness.substrates.docker.engine import BUILD_NETWORK
 
 _BUILD_LOCKS: dict[str, threading.Lock] = {}

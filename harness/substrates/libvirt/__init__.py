@@ -1,6 +1,6 @@
 """The `vm` and `vm-cluster` substrates: libvirt/QEMU VMs booted from a cached base image.
 
-Terraform (`terraform/modules/libvirt_trial`) creates and destroys a trial: an isolated
+Terraform (`terraform/` in this folder) creates and destroys a trial: an isolated
 network with fixed DHCP leases, per-node qcow2 overlays and seed disks in the trial
 directory, and one directly booted domain per node. The Python side only operates on what
 exists: SSH for exec/put (per-trial key), libvirt-python for power/reboot and for finding
@@ -32,14 +32,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness import owner
-from harness.capacity import HOST_RESERVE_MB, host_memory_mb
+from harness.config import Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
-from harness.paths import TERRAFORM_MODULES, provider_mirror
+from harness.paths import TrialPaths, provider_mirror
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
-from harness.substrates.libvirt import bmc, host, naming, ssh
+from harness.substrates.common import HOST_RESERVE_MB, host_memory_mb, nodes_from_inventory
+from harness.substrates.libvirt import bmc, doctor, host, naming, ssh
+from harness.substrates.libvirt.host import detect_domain_type
 from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
+from harness.substrates.libvirt.task_image import task_image
 
-PROVIDER = ("dmacvicar", "libvirt", "0.7.6")
+HERE = Path(__file__).resolve().parent
 TOOLS = {  # command -> Debian package
     "terraform": "terraform", "qemu-img": "qemu-utils", "qemu-system-x86_64": "qemu-system-x86",
     "mkfs.ext4": "e2fsprogs", "virsh": "libvirt-clients", "xsltproc": "xsltproc",
@@ -61,40 +64,66 @@ def clamp(spec: TrialSpec, node: str, cpus: int, memory_mb: int) -> dict[str, in
     return {"vcpu": vcpu, "memory_mb": memory}
 
 
-def detect_domain_type() -> str:
-    """kvm when the base image's kernel really boots under KVM here, else qemu (TCG).
-
-    HARNESS_VM_DOMAIN_TYPE overrides the probe (cached per host boot by `host.kvm_works`).
-    """
-    forced = os.environ.get("HARNESS_VM_DOMAIN_TYPE")
-    if forced in ("kvm", "qemu"):
-        return forced
-    kernel, _ = kernel_paths(image_dir() / "disk.qcow2")
-    return "kvm" if host.kvm_works(kernel)[0] else "qemu"
-
-
 class LibvirtSubstrate(Substrate):
-    """VMs under libvirt; `vm` is one node, `vm-cluster` any number of nodes."""
+    """One VM under libvirt (`vm`); `LibvirtClusterSubstrate` runs any number."""
 
     name: ClassVar[str] = "vm"
+    providers: ClassVar[dict] = {"libvirt": {
+        "source": "dmacvicar/libvirt", "version": "0.7.6", "shared": False,
+        "build": str(HERE / "provider.sh")}}
+    env_types: ClassVar[tuple[str, ...]] = ("vm",)
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"power", "own_kernel", "own_clock", "block_devices"})
+    holds_capacity: ClassVar[bool] = True
+    default_concurrency: ClassVar[int] = 1
+    node_keys: ClassVar[frozenset[str]] = frozenset({"data_disks", "bmc"})
+    max_nodes: ClassVar[int] = 1
 
-    def __init__(self, name: str = "vm", uri: str = "qemu:///system",
-                 domain_type: str | None = None, boot_timeout: float = 180.0, **kwargs: Any):
-        if name not in ("vm", "vm-cluster"):
-            raise InputError(f"libvirt substrate name must be vm or vm-cluster, not {name!r}")
-        self.name = name  # type: ignore[misc]
+    def __init__(self, name: str | None = None, uri: str = "qemu:///system",
+                 domain_type: str | None = None, boot_timeout: float = 180.0,
+                 settings: Settings | None = None, **kwargs: Any):
+        if name not in (None, self.name):
+            raise InputError(f"{type(self).__name__} is registered as {self.name!r}, not "
+                             f"{name!r}")
+        self.settings = settings or load_settings()
         self.uri = uri
         self.boot_timeout = boot_timeout
         self._domain_type = domain_type
         self.options = kwargs
 
     def terraform_module(self) -> Path:
-        return TERRAFORM_MODULES / "libvirt_trial"
+        return HERE / "terraform"
+
+    @classmethod
+    def validate_task(cls, config, root: Path) -> list[str]:
+        nodes = config.environment.nodes
+        if len(nodes) > cls.max_nodes:
+            return [f"{root / 'task.toml'}: environment.nodes: {len(nodes)} nodes; the "
+                    f"{cls.name} type runs {cls.max_nodes} (use vm-cluster)"]
+        return []
+
+    @classmethod
+    def scaffold(cls, env_dir: Path) -> str:
+        (env_dir / "setup.sh").write_text(
+            "#!/bin/bash\n# Runs once per (base image, task); the result is cached as this "
+            "task's image.\n# Install packages and write configuration here.\n"
+            "set -euo pipefail\n")
+        (env_dir / "bootstrap.sh").write_text(
+            "#!/bin/bash\n# Runs on every node of every trial, after the nodes boot.\n")
+        nodes = "".join(f'\n[[environment.nodes]]\nname = "node{i}"\n'
+                        for i in range(3 if cls.max_nodes > 1 else 0))
+        return "memory_mb = 1024\n" + nodes
+
+    @classmethod
+    def doctor(cls) -> list:
+        return doctor.checks()
+
+    @classmethod
+    def build_image(cls, force: bool = False, log=print) -> str:
+        return str(build_vm_image(force=force, log=log))
 
     def prepare(self, spec: TrialSpec, log=print) -> str:
         """The base image, or the task's cached image when it has environment/setup.sh."""
-        from harness.substrates.libvirt.task_image import task_image
-
         base = build_vm_image(log=log)
         task = getattr(spec, "task", None)
         if task is None or not hasattr(task, "env_file"):  # no task (image only, tests)
@@ -110,9 +139,10 @@ class LibvirtSubstrate(Substrate):
     def _task_nodes(self, spec: TrialSpec) -> list[dict[str, Any]]:
         """Nodes with vcpu/memory: the node's own, else `[environment]`'s, clamped to the host."""
         task_nodes = list(getattr(spec.task, "nodes", None) or [])
-        if self.name == "vm" and len(task_nodes) > 1:
-            raise InputError(f"task {spec.task.name} has {len(task_nodes)} nodes; the vm "
-                             "substrate runs one, use vm-cluster", key="substrate")
+        if len(task_nodes) > self.max_nodes:
+            raise InputError(f"task {spec.task.name} has {len(task_nodes)} nodes; the "
+                             f"{self.name} substrate runs {self.max_nodes}, use vm-cluster",
+                             key="substrate")
         env = getattr(spec.task, "env", None)
         cpus = getattr(env, "cpus", None) or DEFAULT_CPUS
         memory = getattr(env, "memory_mb", None) or DEFAULT_MEMORY_MB
@@ -288,14 +318,12 @@ class LibvirtSubstrate(Substrate):
                    force: bool = False) -> dict[str, list[Node]]:
         """Nodes of running trial domains, from each trial directory's inventory (its
         addresses and per-trial SSH key); a trial whose directory is gone is skipped."""
-        from harness.faults.sweep import kept_environment
-
         out: dict[str, list[Node]] = {}
         name = naming.trial_name(trial) if trial else None
         for trial_name, root in host.running_trial_roots(self.uri, campaign, name,
                                                          force).items():
             with contextlib.suppress(Exception):
-                out[trial_name] = kept_environment(root)[0].nodes
+                out[trial_name] = nodes_from_inventory(TrialPaths(root).inventory)
         return out
 
     def sweep(self, campaign: str | None = None, trial: str | None = None,
@@ -310,12 +338,13 @@ class LibvirtSubstrate(Substrate):
             raise PreflightError(f"vm substrate needs {', '.join(missing)} on PATH"
                                  + (f": apt-get install {' '.join(packages)}" if packages else ""))
         host.connect(self.uri).close()
-        ns, ptype, version = PROVIDER
-        binary = (provider_mirror() / "registry.terraform.io" / ns / ptype / version
-                  / "linux_amd64" / f"terraform-provider-{ptype}_v{version}")
+        pin = self.providers["libvirt"]
+        ptype = pin["source"].rsplit("/", 1)[-1]
+        binary = (provider_mirror() / "registry.terraform.io" / pin["source"] / pin["version"]
+                  / "linux_amd64" / f"terraform-provider-{ptype}_v{pin['version']}")
         if not binary.exists():
-            raise PreflightError(f"provider {ns}/{ptype} {version} is not in the mirror "
-                                 f"({binary}); run scripts/providers/libvirt.sh")
+            raise PreflightError(f"provider {pin['source']} {pin['version']} is not in the "
+                                 f"mirror ({binary}); run {pin['build']}")
         problem = host.kvm_device_problem()
         if problem:
             warnings.warn(f"{problem}; fix: {host.KVM_DEVICE_FIX}", stacklevel=2)
@@ -335,3 +364,18 @@ def _output(outputs: dict[str, Any], key: str, default: Any = None) -> Any:
     value = outputs[key]
     wrapped = isinstance(value, dict) and {"value", "type"} <= set(value)
     return value["value"] if wrapped else value
+
+
+class LibvirtClusterSubstrate(LibvirtSubstrate):
+    """Several VMs on one isolated network (`vm-cluster`)."""
+
+    name: ClassVar[str] = "vm-cluster"
+    env_types: ClassVar[tuple[str, ...]] = ("vm-cluster",)
+    max_nodes: ClassVar[int] = 64
+
+    @classmethod
+    def validate_task(cls, config, root: Path) -> list[str]:
+        if len(config.environment.nodes) < 2:
+            return [f"{root / 'task.toml'}: environment.nodes: a vm-cluster needs at least 2 "
+                    "[[environment.nodes]] entries"]
+        return super().validate_task(config, root)

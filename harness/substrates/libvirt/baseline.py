@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import SubstrateError
-from harness.paths import TERRAFORM_MODULES
 from harness.substrates.libvirt import ssh
 from harness.substrates.libvirt.image import KERNEL_CMDLINE, build_vm_image, kernel_paths
 
-MAKE_DISKS = TERRAFORM_MODULES / "libvirt_trial" / "files" / "make-disks.sh"
+MAKE_DISKS = Path(__file__).resolve().parent / "terraform" / "files" / "make-disks.sh"
 
 
 def _free_port() -> int:

@@ -35,8 +35,10 @@ from pathlib import Path
 
 from harness import owner
 from harness.errors import SubstrateError
-from harness.firewall import BMC_PORTS
 from harness.paths import harness_home
+from harness.substrates.firewall import BMC_PORTS
+from harness.substrates.libvirt import host
+from harness.substrates.libvirt.naming import PREFIX, resource_prefix
 
 MODULE = "harness.substrates.libvirt.bmc"
 _SHA1_PEERS: set[tuple[str, int]] = set()
@@ -122,10 +124,8 @@ def bmc_class(power):
 
 def serve(cfg: dict, uri: str) -> None:
     """Run the BMC in this process until its domain disappears."""
-    import libvirt
+    import libvirt  # the vm extra's SDKs: imported by the BMC process only
     from pyghmi.ipmi.private import session as ipmisession
-
-    from harness.substrates.libvirt import host
 
     domain = cfg["domain"]
 
@@ -227,8 +227,6 @@ def leftovers(campaign: str | None = None, trial: str | None = None,
               remove: bool = False, force: bool = False) -> list[str]:
     """BMC processes of one trial, of a campaign, or all (sparing those whose owner is
     another live harness process, unless `force`)."""
-    from harness.substrates.libvirt.naming import PREFIX, resource_prefix
-
     found = []
     for p in processes():
         name = p["name"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from harness import owner
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
+from harness.substrates.libvirt import image
 from harness.substrates.libvirt.naming import PREFIX, bridge_name, resource_prefix
 
 POWER_ACTIONS = ("on", "off", "cycle", "reset", "status")
@@ -305,3 +306,15 @@ def kvm_works(kernel: Path, timeout: float = 20.0) -> tuple[bool, str]:
         ok, reason = False, "qemu-system-x86_64 not found"
     cache.write_text(json.dumps({"key": key, "kvm": ok, "reason": reason}))
     return ok, reason
+
+
+def detect_domain_type() -> str:
+    """kvm when the base image's kernel really boots under KVM here, else qemu (TCG).
+
+    HARNESS_VM_DOMAIN_TYPE overrides the probe (cached per host boot by `host.kvm_works`).
+    """
+    forced = os.environ.get("HARNESS_VM_DOMAIN_TYPE")
+    if forced in ("kvm", "qemu"):
+        return forced
+    kernel, _ = image.kernel_paths(image.image_dir() / "disk.qcow2")
+    return "kvm" if kvm_works(kernel)[0] else "qemu"

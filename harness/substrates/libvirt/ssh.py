@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 from harness.errors import SubstrateError
-from harness.substrates.base import ExecResult, toolbox_argv
+from harness.substrates.base import ExecResult
+from harness.substrates.common import toolbox_argv
 
 SSH_OPTIONS = (
     "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",

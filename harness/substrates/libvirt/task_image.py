@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.substrates.libvirt.baseline import raw_guest
+from harness.substrates.libvirt.host import detect_domain_type
 from harness.substrates.libvirt.image import kernel_paths
 
 PER_TRIAL = ("bootstrap.sh", "bootstrap.yml")
@@ -78,9 +80,6 @@ def task_image(base: Path, task, log=print) -> Path:
 
 
 def _build(base: Path, task, final: Path, log) -> None:
-    from harness.substrates.libvirt import detect_domain_type
-    from harness.substrates.libvirt.baseline import raw_guest
-
     setup = task.path / "environment" / "setup.sh"
     timeout = float(task.env.build_timeout_sec)
     stage = Path(tempfile.mkdtemp(prefix=f".build-{final.name}-", dir=final.parent))

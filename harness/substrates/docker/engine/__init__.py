@@ -8,8 +8,8 @@ Docker configuration is never read or changed), set up for hostile tenants:
   namespaces; new cgroup v1 hierarchies, `release_agent`, host devices are out of reach;
 - private cgroup namespaces: a container sees its own cgroup subtree only;
 - `no-new-privileges`; a default bridge of its own (`hxe0`, unused by trials); no iptables
-  rules of its own (the harness's nftables table, `harness.firewall`, isolates every `hx*`
-  bridge);
+  rules of its own (the harness's nftables table, `harness.substrates.firewall`, isolates
+  every `hx*` bridge);
 - `hx-runc` as its OCI runtime (runc, then: the container's own name=systemd cgroup handed
   to its root so systemd can be PID 1 on a cgroup v1 host, and a pids limit).
 
@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from harness.errors import PreflightError
+from harness.substrates.docker.settings import docker_settings
 
 HERE = Path(__file__).resolve().parent
 SOCKET = Path("/run/harness/docker.sock")
@@ -47,14 +48,12 @@ SETUP_HINT = "run `sudo scripts/setup.sh` (it starts the harness's Docker engine
 
 
 def docker_host() -> str:
-    """The engine endpoint: HARNESS_DOCKER_HOST, else `docker_host` in config.yaml, else
-    the local harness engine's socket."""
+    """The engine endpoint: HARNESS_DOCKER_HOST, else `substrates.docker.host` in
+    config.yaml, else the local harness engine's socket."""
     env = os.environ.get("HARNESS_DOCKER_HOST")
     if env:
         return env
-    from harness.config import load_settings
-
-    return load_settings().docker_host or DEFAULT_HOST
+    return docker_settings().host or DEFAULT_HOST
 
 
 def client(timeout: int = 120):
@@ -67,7 +66,8 @@ def client(timeout: int = 120):
         c.ping()
         return c
     except Exception as exc:  # DockerException, socket errors, permission denied
-        hint = SETUP_HINT if host == DEFAULT_HOST else "check docker_host in config.yaml"
+        hint = (SETUP_HINT if host == DEFAULT_HOST else
+                "check substrates.docker.host in config.yaml")
         raise PreflightError(f"the harness Docker engine at {host} is not reachable "
                              f"({str(exc)[:160]}); {hint}") from exc
 

@@ -1,0 +1,41 @@
+"""Campaigns: the campaign file and plan, the queue that runs it, its run directory."""
+
+from harness.campaign.model import (
+    ENV_REF,
+    SECRET_KEY,
+    AgentSpec,
+    CampaignFile,
+    Capacity,
+    Concurrency,
+    PlannedTrial,
+    TaskSelector,
+    expand,
+    load_campaign,
+    move_aside,
+    read_plan,
+    resolve_tasks,
+    substrate_for,
+    trial_id_for,
+    trial_state,
+    write_plan,
+)
+
+__all__ = [
+    "AgentSpec",
+    "CampaignFile",
+    "Capacity",
+    "Concurrency",
+    "ENV_REF",
+    "PlannedTrial",
+    "SECRET_KEY",
+    "TaskSelector",
+    "expand",
+    "load_campaign",
+    "move_aside",
+    "read_plan",
+    "resolve_tasks",
+    "substrate_for",
+    "trial_id_for",
+    "trial_state",
+    "write_plan",
+]

@@ -1,0 +1,156 @@
+"""The campaign verbs behind the CLI: apply (with resume), status, destroy, collect."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from harness import owner
+from harness.campaign import runlock
+from harness.campaign.collect import collect
+from harness.campaign.model import CampaignFile, PlannedTrial, move_aside, read_plan, trial_state
+from harness.campaign.plan import ensure_run_dir, plan_campaign, substrates_for
+from harness.campaign.queue import (
+    Journal,
+    QueueState,
+    TrialQueue,
+    clean_unfinished,
+    resolve_secrets,
+)
+from harness.errors import InputError
+from harness.gc import collect_garbage
+from harness.paths import RunPaths
+from harness.tools.terraform import TrialTerraform
+from harness.trial import run_async
+
+
+def _campaign(plan: dict[str, Any]) -> CampaignFile:
+    return CampaignFile.model_validate(plan["config"])
+
+
+def apply_campaign(target: Path, out: Path | None = None, concurrency: int | None = None,
+                   force: bool = False, on_change: Callable[[QueueState], None] = lambda s: None,
+                   log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Plan if given a file, then run every trial that has no final result; resume-safe."""
+    run_dir, file = ensure_run_dir(target, out)
+    runlock.acquire(run_dir, "campaign apply")
+    if file is not None:
+        summary = plan_campaign(file, run_dir)
+        if summary["states"].get("changed") and not force:
+            raise InputError(f"{summary['states']['changed']} finished trial(s) would change "
+                             "(task or agent inputs differ from their results); rerun with "
+                             "--force to re-run them", file=str(file))
+    plan = read_plan(run_dir)
+    camp = _campaign(plan)
+    if concurrency is not None:
+        if concurrency < 1:
+            raise InputError("must be >= 1", key="--concurrency")
+        limits = camp.limits.model_copy(update={"total": concurrency})
+        camp = camp.model_copy(update={"concurrency": limits})
+    for agent in camp.agents:
+        resolve_secrets(agent)
+    planned = [PlannedTrial(**t) for t in plan["trials"]]
+    subs = substrates_for(camp, planned)
+    for sub in subs.values():
+        sub.preflight()
+    todo, kept = [], 0
+    for t in plan["trials"]:
+        state = trial_state(run_dir, t)
+        if state == "done":
+            kept += 1
+            continue
+        if state == "changed" and not force:
+            raise InputError(f"trial {t['trial_id']} changed since it finished; use --force",
+                             file=str(run_dir))
+        clean_unfinished(run_dir, t, subs[t["substrate"]])
+        if state == "changed":
+            move_aside(run_dir, t["trial_id"], "changed")
+        todo.append(t)
+    log(f"{kept} trial(s) already done, {len(todo)} to run")
+    queue = TrialQueue(run_dir, camp, subs, on_change=on_change)
+    records = run_async(queue.run(todo)) if todo else []
+    rows = collect(run_dir)
+    crashed = [r.trial_id for r in records if (r.error or {}).get("type") == "HarnessCrash"]
+    return {"run_dir": str(run_dir), "kept": kept, "ran": len(records),
+            "cancelled": queue.stopping, "statuses": dict(Counter(r.status for r in records)),
+            "crashed": crashed, "results": rows}
+
+
+def campaign_status(run_dir: Path) -> dict[str, Any]:
+    """Counts by status, running trials with their phase, and an ETA."""
+    plan = read_plan(run_dir)
+    camp = _campaign(plan)
+    states: Counter = Counter()
+    durations = []
+    for t in plan["trials"]:
+        path = RunPaths(run_dir).trial(t["trial_id"]).result
+        if path.exists():
+            try:
+                rec = json.loads(path.read_text())
+                states[rec["status"]] += 1
+                durations.append(sum(v.get("seconds", 0)
+                                     for v in (rec.get("timings") or {}).values()))
+                continue
+            except (ValueError, KeyError):
+                pass
+        states["pending"] += 1
+    journal = Journal(RunPaths(run_dir).journal).read()
+    running: dict[str, str] = {}
+    last_apply = max((i for i, e in enumerate(journal) if e["event"] == "apply"), default=-1)
+    for e in journal[last_apply + 1:]:
+        if e["event"] in ("started", "phase"):
+            running[e["trial"]] = e.get("phase", "starting")
+        elif e["event"] in ("finished", "abandoned"):
+            running.pop(e["trial"], None)
+    held = runlock.holder(run_dir)
+    applying = bool(held) and held.get("command") == "campaign apply"
+    pending = states.get("pending", 0)
+    ended = journal and journal[-1]["event"] in ("completed", "stopped")
+    if applying:
+        state = f"running ({owner.describe(held.get('owner'))})"
+    elif running or (pending and journal and not ended):
+        state = "interrupted (owner gone): run apply to resume"
+    elif pending:
+        state = "not started: run apply"
+    else:
+        state = "finished"
+    interrupted = sorted(running) if not applying else []
+    if not applying:
+        running = {}
+    mean = sum(durations) / len(durations) if durations else None
+    eta = (mean * pending / max(1, camp.limits.total)
+           if applying and mean is not None and pending else None)
+    return {"campaign": plan["campaign"], "total": len(plan["trials"]),
+            "state": state, "states": dict(states), "running": running,
+            "interrupted": interrupted,
+            "eta_sec": round(eta) if eta is not None else None,
+            "journal_last": journal[-1] if journal else None,
+            "checked_at": datetime.now().isoformat(timespec="seconds")}
+
+
+def destroy_campaign(run_dir: Path) -> dict[str, Any]:
+    """Remove everything the campaign owns (idempotent, works after a crash)."""
+    plan = read_plan(run_dir)
+    runlock.acquire(run_dir, "campaign destroy")
+    destroyed = []
+    for t in plan["trials"]:
+        paths = RunPaths(run_dir).trial(t["trial_id"])
+        tf = TrialTerraform(paths)
+        try:
+            if tf.has_state():
+                tf.destroy()
+                destroyed.append(t["trial_id"])
+        except Exception:  # swept by label below
+            pass
+    report = collect_garbage(campaign=plan["campaign"])
+    return {"campaign": plan["campaign"], "terraform_destroyed": destroyed,
+            "swept": report.found, "skipped": report.skipped}
+
+
+def collect_results(run_dir: Path) -> dict[str, int]:
+    read_plan(run_dir)
+    return collect(run_dir)

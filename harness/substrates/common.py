@@ -1,0 +1,73 @@
+"""Helpers substrates share: the toolbox command line, root-owned tars, host memory, the
+nodes of a trial directory's inventory."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+
+from harness.substrates.base import Node
+
+
+def toolbox_argv(toolbox: str, cmd: str) -> list[str]:
+    """`cmd` under the toolbox's sh, its bin first on PATH (the caller bounds the time)."""
+    bin_dir = f"{toolbox}/bin"
+    return [f"{bin_dir}/sh", "-c", f"export PATH={bin_dir}:/usr/local/sbin:/usr/local/bin:"
+                                   f"/usr/sbin:/usr/bin:/sbin:/bin\n{cmd}"]
+
+
+def tar_bytes(src: Path, top: str = "") -> bytes:
+    """`src` (a directory's contents, or the file) as a tar owned by root (as the node should
+    see it, whoever runs the harness); under a new directory `top` (mode 0755) when given."""
+
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        if top:
+            info = tarfile.TarInfo(top)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, int(time.time())
+            tar.addfile(as_root(info))
+        prefix = f"{top}/" if top else ""
+        if src.is_dir():
+            for p in sorted(src.rglob("*")):
+                tar.add(p, arcname=prefix + p.relative_to(src).as_posix(), recursive=False,
+                        filter=as_root)
+        else:
+            tar.add(src, arcname=prefix + src.name, filter=as_root)
+    return buf.getvalue()
+
+
+HOST_RESERVE_MB = 1024  # what trials never get of the host's memory
+
+
+def host_memory_mb() -> int:
+    """The host's total memory in MiB (/proc/meminfo)."""
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def nodes_from_inventory(inventory: Path) -> list[Node]:
+    """The nodes of a provisioned trial from its inventory.yml (hosts, cluster addresses,
+    primary, and the libvirt domain and SSH key where present)."""
+    inv = yaml.safe_load(inventory.read_text())["all"]
+    primary = set(inv.get("children", {}).get("primary", {}).get("hosts") or {})
+    nodes = []
+    for name, hv in (inv.get("hosts") or {}).items():
+        extra = {k: hv[v] for k, v in (("domain", "harness_domain"),
+                                       ("ssh_key", "ansible_ssh_private_key_file")) if v in hv}
+        nodes.append(Node(name=name, host=str(hv.get("ansible_host", name)),
+                          cluster_ip=str(hv.get("harness_cluster_ip", "")),
+                          primary=name in primary or bool(hv.get("harness_primary")),
+                          extra=extra))
+    return nodes

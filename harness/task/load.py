@@ -1,0 +1,172 @@
+"""Loading and validating a task directory: `load_task(path)` returns a `Task` or raises
+`TaskError` whose `problems` list has one line per problem (the file, the key and what
+would be valid). Foreign (Harbor/InfraBench) keys we do not know are kept and reported
+through `Task.warnings`, never fatal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from harness import substrates
+from harness.errors import TaskError
+from harness.task.model import COMMON_NODE_KEYS, Task, TaskToml
+
+
+def content_sha256(root: Path) -> str:
+    """A stable hash of every file in the task directory (relative path + bytes)."""
+    h = hashlib.sha256()
+    for p in sorted(q for q in root.rglob("*") if q.is_file() and "__pycache__" not in q.parts):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0")
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _loc(loc: tuple) -> str:
+    return ".".join(str(x) for x in loc if not str(x).startswith(("function-", "literal")))
+
+
+def _format_error(err: dict) -> str:
+    msg = err["msg"]
+    if err["type"] == "literal_error":
+        msg = f"got {err.get('input')!r}; {msg[0].lower()}{msg[1:]}"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    else:
+        msg = f"{msg} (got {err.get('input')!r})"
+    return msg
+
+
+def _unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
+    found = [f"{prefix}{k}" for k in (model.model_extra or {})]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        items = value if isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            if isinstance(item, BaseModel):
+                sub = f"{prefix}{name}[{i}]." if isinstance(value, list) else f"{prefix}{name}."
+                found += _unknown_keys(item, sub)
+    return found
+
+
+def read_text(path: Path) -> str:
+    """A task file as UTF-8 text; TaskError naming the file and the first bad byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError([f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start}); save it as UTF-8"]) from None
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and validate a task directory; raise TaskError listing every problem."""
+    root = Path(path).resolve()
+    toml_path = root / "task.toml"
+    problems: list[str] = []
+    if not root.is_dir():
+        raise TaskError([f"{root}: not a directory (a task is a directory with task.toml)"])
+    if not toml_path.is_file():
+        raise TaskError([f"{toml_path}: missing (every task needs a task.toml)"])
+    text = read_text(toml_path)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError([f"{toml_path}: invalid TOML: {exc}"]) from exc
+    config = None
+    try:
+        config = TaskToml.model_validate(raw)
+    except ValidationError as exc:
+        problems += [f"{toml_path}: {_loc(e['loc'])}: {_format_error(e)}" for e in exc.errors()]
+    instruction_path = root / "instruction.md"
+    instruction = ""
+    if instruction_path.is_file():
+        try:
+            instruction = read_text(instruction_path)
+        except TaskError as exc:
+            problems += exc.problems
+            instruction = "?"
+    if not instruction.strip():
+        problems.append(f"{instruction_path}: missing or empty (the agent's instruction)")
+    test_sh = root / "tests" / "test.sh"
+    if not test_sh.is_file():
+        problems.append(f"{test_sh}: missing (the verifier writes /logs/verifier/reward.txt "
+                        "or reward.json)")
+    if config is not None:
+        problems += _check_environment(root, config)
+    if problems:
+        raise TaskError(problems)
+    assert config is not None
+    warnings = [f"{toml_path}: unknown key {k!r} kept" for k in _unknown_keys(config)]
+    name = config.task.name or root.name
+    return Task(path=root, name=name, config=config, instruction=instruction,
+                sha256=content_sha256(root), warnings=warnings)
+
+
+def _check_environment(root: Path, config: TaskToml) -> list[str]:
+    env = config.environment
+    toml_path = root / "task.toml"
+    problems = []
+    names = [n.name for n in env.nodes]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        problems.append(f"{toml_path}: environment.nodes: duplicate node names {dupes}")
+    if env.type not in substrates.env_types():
+        problems.append(f"{toml_path}: environment.type: {env.type!r} has no substrate in "
+                        f"this harness yet (runnable: {', '.join(substrates.env_types())}); a "
+                        "multi-node task written for bare metal runs on vm-cluster")
+    else:
+        sub = substrates.substrate_class(substrates.for_env_type(env.type))
+        problems += sub.validate_task(config, root)
+        for node in env.nodes:
+            extra = sorted((node.model_fields_set - COMMON_NODE_KEYS) - sub.node_keys)
+            if extra:
+                problems.append(f"{toml_path}: environment.nodes.{extra[0]}: set on node "
+                                f"{node.name}, but the {env.type!r} type has no such thing "
+                                f"(it honours: {', '.join(sorted(sub.node_keys)) or 'none'})")
+    if env.network:
+        why = network_problem(env.network)
+        if why:
+            problems.append(f"{toml_path}: environment.network: {why}")
+    gates = config.gates
+    if gates.durability:
+        unknown = [n for n in gates.durability.reboot if n not in (names or ["node0"])]
+        if unknown:
+            problems.append(f"{toml_path}: gates.durability.reboot: unknown nodes {unknown}; "
+                            f"valid: {names or ['node0']}")
+    return problems
+
+
+def network_problem(cidr: str) -> str | None:
+    """Why `cidr` cannot be a trial network (None when it can): an IPv4 private subnet with
+    room for the nodes (prefix /16 to /28), not loopback, link-local or multicast."""
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        return f"{cidr!r} is not a CIDR such as 10.77.0.0/24"
+    if net.version != 4:
+        return f"{cidr!r} is IPv6; trial networks are IPv4 (e.g. 10.77.0.0/24)"
+    if net.is_loopback or net.is_link_local or net.is_multicast or net.is_reserved \
+            or not net.is_private:
+        return (f"{cidr!r} is not a private range; use 10.0.0.0/8, 172.16.0.0/12 or "
+                "192.168.0.0/16 (e.g. 10.77.0.0/24)")
+    if not 16 <= net.prefixlen <= 28:
+        return f"{cidr!r}: the prefix must be /16 to /28 (room for the nodes), e.g. /24"
+    return None
+
+
+def discover_tasks(root: str | Path) -> list[Path]:
+    """Every directory under `root` (or `root` itself) that holds a task.toml."""
+    base = Path(root)
+    if (base / "task.toml").is_file():
+        return [base]
+    return sorted(p.parent for p in base.glob("**/task.toml"))

@@ -1,0 +1,196 @@
+"""The task.toml model (DESIGN section 3) and `Task`, a validated task package."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from harness import substrates
+
+LAYERS = ("L1", "L2", "L3", "L4", "L5", "L6")
+HOSTNAME_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def default_env_type() -> str:
+    """The `[environment] type` of a task.toml that names none: the default substrate's."""
+    return substrates.substrate_class(substrates.default_name()).env_types[0]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class TaskSection(_Section):
+    name: str | None = None
+    version: str | None = None
+
+
+class Metadata(_Section):
+    difficulty: str | None = None
+    category: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    layer: Literal["L1", "L2", "L3", "L4", "L5", "L6"] | None = None
+    fault_classes: list[str] = Field(default_factory=list)
+    lifecycle: Literal["deployment", "management", "decommission"] | None = None
+    services: list[str] = Field(default_factory=list)
+
+
+# bounds that catch typos and absurd values at validate time (inf/nan never pass)
+MAX_TIMEOUT_SEC = 7 * 86400
+MAX_CPUS, MAX_MEMORY_MB, MAX_STORAGE_MB = 256, 1024 * 1024, 16 * 1024 * 1024
+
+
+def _timeout(default: float) -> Any:
+    return Field(default=default, gt=0, le=MAX_TIMEOUT_SEC, allow_inf_nan=False)
+
+
+class AgentSection(_Section):
+    timeout_sec: float = _timeout(1800.0)
+
+
+class VerifierSection(_Section):
+    timeout_sec: float = _timeout(300.0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+COMMON_NODE_KEYS = frozenset({"name", "cpus", "memory_mb", "storage_mb", "roles"})
+
+
+class NodeSpec(_Section):
+    name: str
+    cpus: int | None = Field(default=None, gt=0, le=MAX_CPUS)
+    memory_mb: int | None = Field(default=None, gt=0, le=MAX_MEMORY_MB)
+    storage_mb: int | None = Field(default=None, gt=0, le=MAX_STORAGE_MB)
+    roles: list[str] = Field(default_factory=list)
+    bmc: bool = False
+    data_disks: list[int] = Field(default_factory=list,
+                                  description="Extra blank disks (VM only), sizes in MB; the "
+                                              "node sees them as /dev/vdc, /dev/vdd, ...")
+
+    @field_validator("data_disks")
+    @classmethod
+    def _disk_sizes(cls, v: list[int]) -> list[int]:
+        if len(v) > 8 or any(not 1 <= mb <= 65536 for mb in v):
+            raise ValueError(f"{v!r}: at most 8 data disks of 1-65536 MB each")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _hostname(cls, v: str) -> str:
+        if not HOSTNAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a valid hostname (lowercase letters, digits and "
+                             "'-', starting with a letter, at most 63 characters)")
+        return v
+
+
+class AnsibleSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    setup: list[str] = Field(default_factory=list)
+    bootstrap: list[str] = Field(default_factory=list)
+    vars: dict[str, Any] = Field(default_factory=dict)
+
+
+class EnvironmentSection(_Section):
+    type: str = Field(default_factory=default_env_type)
+    cpus: int = Field(default=1, gt=0, le=MAX_CPUS)
+    memory_mb: int = Field(default=1024, gt=0, le=MAX_MEMORY_MB)
+    storage_mb: int = Field(default=10240, gt=0, le=MAX_STORAGE_MB)
+    base_image: str | None = None
+    network: str | None = None
+    build_timeout_sec: float = _timeout(900.0)
+    nodes: list[NodeSpec] = Field(default_factory=list)
+    ansible: AnsibleSection = Field(default_factory=AnsibleSection)
+
+
+class LiveGateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    duration_sec: float = Field(gt=0, le=MAX_TIMEOUT_SEC, allow_inf_nan=False)
+    interval_sec: float = Field(gt=0, le=MAX_TIMEOUT_SEC, allow_inf_nan=False)
+
+
+class DurabilityGateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    restart: list[str] = Field(default_factory=list)
+    reboot: list[str] = Field(default_factory=list)
+
+
+class GatesSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    live: LiveGateConfig | None = None
+    durability: DurabilityGateConfig | None = None
+    decommission: bool = False
+
+
+class TaskToml(BaseModel):
+    """The whole task.toml; top-level sections are ours, foreign keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+    version: str | None = None
+    task: TaskSection = Field(default_factory=TaskSection)
+    metadata: Metadata = Field(default_factory=Metadata)
+    agent: AgentSection = Field(default_factory=AgentSection)
+    verifier: VerifierSection = Field(default_factory=VerifierSection)
+    environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
+    gates: GatesSection = Field(default_factory=GatesSection)
+
+
+class Task(BaseModel):
+    """A validated task package."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    path: Path
+    name: str
+    config: TaskToml
+    instruction: str
+    sha256: str
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def env(self) -> EnvironmentSection:
+        return self.config.environment
+
+    @property
+    def nodes(self) -> list[NodeSpec]:
+        """Declared nodes, or one default node `node0`."""
+        return self.env.nodes or [NodeSpec(name="node0")]
+
+    @property
+    def total_memory_mb(self) -> int:
+        """Memory of all nodes together (what a trial of this task holds on its host)."""
+        return sum(n.memory_mb or self.env.memory_mb for n in self.nodes)
+
+    @property
+    def total_cpus(self) -> int:
+        return sum(n.cpus or self.env.cpus for n in self.nodes)
+
+    @property
+    def primary(self) -> NodeSpec:
+        return next((n for n in self.nodes if "primary" in n.roles), self.nodes[0])
+
+    @property
+    def network(self) -> str | None:
+        return self.env.network
+
+    @property
+    def dockerfile(self) -> Path | None:
+        p = self.path / "environment" / "Dockerfile"
+        return p if p.is_file() else None
+
+    def env_file(self, name: str) -> Path | None:
+        p = self.path / "environment" / name
+        return p if p.exists() else None
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.path / "solution"
+
+    @property
+    def has_solution(self) -> bool:
+        return (self.solution_dir / "solve.sh").is_file()

@@ -1,0 +1,1 @@
+"""The external tools the harness drives: Terraform and Ansible."""

@@ -1,0 +1,267 @@
+"""Ansible: render a trial's inventory and run the tagged plays of playbooks/trial.yml.
+
+Plays run through ansible-runner with one private data dir per stage under the trial
+directory (`ansible/<stage>/`), so events and stdout of every stage are kept as evidence.
+Roles are found in the repository's roles/ and in the task's own environment/roles/.
+The command is `ansible_plugins/bin/ansible-playbook` with the `harness_start` callback
+(connection plugins preloaded before workers fork; an optional barrier that holds the plays
+until the harness opens it). That command hands the run to this process's playbook server
+(`PlaybookServer`, ansible_plugins/playbook_server.py: Ansible imported once, a forked child
+per run), or runs the CLI itself when there is none (HARNESS_ANSIBLE_FORK_SERVER=0).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import AnsibleError
+from harness.paths import ANSIBLE_PLUGINS, PLAYBOOKS, ROLES, TrialPaths
+
+ANSIBLE_PLAYBOOK = ANSIBLE_PLUGINS / "bin" / "ansible-playbook"
+PLAYBOOK_SERVER = ANSIBLE_PLUGINS / "playbook_server.py"
+
+
+class PlaybookServer:
+    """This process's ansible-playbook fork server, started on first use and stopped at
+    exit (it also exits by itself, and removes its directory, when this process dies, even
+    by kill -9)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._dir: str | None = None
+
+    def socket(self) -> str | None:
+        """The server's socket, starting the server if needed; None when it is turned off
+        or does not come up (runs then start their own ansible-playbook)."""
+        if os.environ.get("HARNESS_ANSIBLE_FORK_SERVER", "1") == "0":
+            return None
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+            return os.path.join(self._dir, "sock") if self._proc else None
+
+    def _start(self) -> None:
+        self._cleanup()
+        self._dir = tempfile.mkdtemp(prefix="hx-ansible-")
+        path = os.path.join(self._dir, "sock")
+        with open(os.path.join(self._dir, "server.log"), "ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(PLAYBOOK_SERVER), self._dir], stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True, cwd="/")
+        deadline = time.monotonic() + 10
+        while not os.path.exists(path):
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                return
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._dir:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+PLAYBOOK_SERVER_PROCESS = PlaybookServer()
+atexit.register(PLAYBOOK_SERVER_PROCESS.stop)
+
+
+def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:
+    tmp = paths.inventory.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(inventory, sort_keys=True))
+    tmp.replace(paths.inventory)
+    return paths.inventory
+
+
+def inventory_connections(inventory: Path) -> list[str]:
+    """The connection plugins an inventory file uses (`ssh` where none is set)."""
+    try:
+        doc = yaml.safe_load(inventory.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    found: set[str] = set()
+
+    def walk(group: dict) -> None:
+        for scope in [group.get("vars") or {}, *(group.get("hosts") or {}).values()]:
+            if isinstance(scope, dict) and scope.get("ansible_connection"):
+                found.add(str(scope["ansible_connection"]))
+        for child in (group.get("children") or {}).values():
+            if isinstance(child, dict):
+                walk(child)
+
+    for group in doc.values() if isinstance(doc, dict) else []:
+        if isinstance(group, dict):
+            walk(group)
+    return sorted(found) or ["ssh"]
+
+
+def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
+    """Extra vars the trial playbook needs for this task."""
+    env_dir = task.path / "environment"
+    ans = task.env.ansible
+    bootstrap = env_dir / "bootstrap.sh"
+    extra: dict[str, Any] = {
+        "harness_task_dir": str(task.path),
+        "harness_setup_roles": list(ans.setup),
+        "harness_bootstrap_roles": list(ans.bootstrap),
+        "harness_bootstrap_script": str(bootstrap) if bootstrap.is_file() else "",
+        "harness_collect_dest": str(paths.root / "collect"),
+        **ans.vars,
+    }
+    for stage in ("setup", "bootstrap"):
+        book = env_dir / f"{stage}.yml"
+        if book.is_file():
+            extra[f"harness_task_{stage}_playbook"] = str(book)
+    return extra
+
+
+def prepare_skip_tags(task) -> list[str]:
+    """Tags of playbooks/trial.yml's setup and bootstrap parts this task has nothing for
+    (skipped: no task run to find out that a list is empty)."""
+    ans = task.env.ansible
+    bootstrap = task.path / "environment" / "bootstrap.sh"
+    return [tag for tag, empty in (("setup_roles", not ans.setup),
+                                   ("bootstrap_script", not bootstrap.is_file()),
+                                   ("bootstrap_roles", not ans.bootstrap)) if empty]
+
+
+ENV_KEEP = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "TZ",
+            "SHELL", "VIRTUAL_ENV", "PWD", "SSH_AUTH_SOCK"}
+ENV_KEEP_PREFIXES = ("ANSIBLE_", "RUNNER_", "AWX_", "PYTHON", "LC_", "DOCKER_", "HARNESS_",
+                     "JOB_", "PROFILE_TASKS_")
+
+
+def minimal_env(env: dict[str, str]) -> dict[str, str]:
+    """The allowlisted part of an environment for ansible-playbook (no API keys; the
+    harness's own secrets never come through variables with these names)."""
+    return {k: v for k, v in env.items()
+            if k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)}
+
+
+class StartBarrier:
+    """A playbook run started before its nodes exist waits here before its first play
+    (ansible_plugins/callback/harness_start.py): `open()` lets it run, `abort()` ends it
+    (status failed, rc 75) without anything having run on a node."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def _touch(self, suffix: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.with_name(self.path.name + suffix).touch()
+
+    def open(self) -> None:
+        self._touch(".go")
+
+    def abort(self) -> None:
+        self._touch(".abort")
+
+
+def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict[str, Any],
+                 task_dir: Path | None = None, playbook: Path | None = None,
+                 timeout: int = 1800, barrier: StartBarrier | None = None,
+                 skip_tags: list[str] = ()) -> list[tuple[str, str]]:
+    """Run the trial playbook with `tags` (minus `skip_tags`); return (play name, start
+    time) per play.
+
+    With a `barrier`, ansible-playbook starts up now and runs its plays once it opens.
+    A failure raises AnsibleError naming the host, task and play that failed (`.play`).
+    """
+    import ansible_runner.interface
+
+    data_dir = paths.ansible(stage)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    roles_path = [str(ROLES)]
+    if task_dir and (task_dir / "environment" / "roles").is_dir():
+        roles_path.insert(0, str(task_dir / "environment" / "roles"))
+    envvars = {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "ANSIBLE_ROLES_PATH": os.pathsep.join(roles_path),
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_LOCALHOST_WARNING": "False",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "False",
+        # write_inventory writes YAML: load only that inventory plugin, not the default six
+        "ANSIBLE_INVENTORY_ENABLED": "ansible.builtin.yaml",
+        # Load the inventory's connection plugins before workers fork; the barrier (see the
+        # plugin).
+        "ANSIBLE_CALLBACK_PLUGINS": str(ANSIBLE_PLUGINS / "callback"),
+        "ANSIBLE_CALLBACKS_ENABLED": "harness_start",
+        "HARNESS_ANSIBLE_PRELOAD": ",".join(inventory_connections(paths.inventory)),
+    }
+    if barrier is not None:
+        envvars["HARNESS_ANSIBLE_GATE"] = str(barrier.path)
+    server = PLAYBOOK_SERVER_PROCESS.socket()
+    if server:
+        envvars["HARNESS_ANSIBLE_SERVER"] = server
+    book = str(playbook or PLAYBOOKS / "trial.yml")
+    runner = ansible_runner.interface.init_runner(
+        private_data_dir=str(data_dir),
+        playbook=book,
+        # ansible-playbook without Python's interpreter teardown (0.15-0.3 s): see the script
+        binary=str(ANSIBLE_PLAYBOOK),
+        cmdline=shlex.quote(book),
+        inventory=str(paths.inventory),
+        extravars=extravars,
+        tags=",".join(tags),
+        skip_tags=",".join(skip_tags),
+        envvars=envvars,
+        quiet=True,
+        timeout=timeout,
+        settings={"suppress_ansible_output": True},
+        suppress_env_files=True,
+    )
+    # ansible-playbook gets only what it needs of this process's environment (which may
+    # hold API keys); runner records that environment in artifacts/<ident>/command
+    runner.config.env = minimal_env(runner.config.env)
+    runner.run()
+    result = runner
+    events = list(result.events)
+    plays = [(ev["event_data"].get("play", ""), ev.get("created", ""))
+             for ev in events if ev.get("event") == "playbook_on_play_start"]
+    if result.status != "successful" or result.rc != 0:
+        play, where = _failure(events, result)
+        exc = AnsibleError(f"{stage} failed ({result.status}, rc={result.rc}): {where}; "
+                           f"see {data_dir}/artifacts", returncode=result.rc,
+                           command=f"ansible-playbook --tags {','.join(tags)}")
+        exc.play = play
+        raise exc
+    return plays
+
+
+def _failure(events: list[dict], result) -> tuple[str, str]:
+    """(play, 'host: task: message') of the first failed task of a run."""
+    for ev in events:
+        if ev.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            data = ev.get("event_data", {})
+            res = data.get("res", {})
+            msg = res.get("msg") or res.get("stderr") or res.get("stdout") or ""
+            msg = " ".join(str(msg).split())[:400]
+            return data.get("play", ""), f"{data.get('host')}: {data.get('task')}: {msg}"
+    tail = (result.stdout.read() if hasattr(result.stdout, "read") else "")[-400:]
+    return "", " ".join(tail.split()) or "no failed task reported"

@@ -1,0 +1,5 @@
+"""One trial: its state machine, environment, verifier and gates, and `harness run`."""
+
+from harness.trial.trial import _EXECUTOR, PreWindowError, Trial, make_trial_id, run_async
+
+__all__ = ["_EXECUTOR", "PreWindowError", "Trial", "make_trial_id", "run_async"]

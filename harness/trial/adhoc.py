@@ -1,0 +1,60 @@
+"""`harness run`: one trial of one agent on one task, outside any campaign."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.agents import get_agent
+from harness.agents.secrets import agent_secrets
+from harness.paths import RunPaths
+from harness.results import TrialRecord
+from harness.substrates import for_env_type, get_substrate
+from harness.substrates.capacity import CapacityPool
+from harness.task import load_task
+from harness.tools.terraform import required_providers, warm_shared_providers
+from harness.trial.trial import Trial, make_trial_id, run_async
+
+ADHOC = "adhoc"  # the run directory of `harness run` under --out
+
+
+def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
+            out: str | Path = "runs", keep: bool = False, model: str | None = None,
+            retries: int = 0, on_phase: Callable[[str, str], None] | None = None,
+            log: Callable[[str], None] = lambda m: None,
+            agent_kwargs: dict | None = None) -> TrialRecord:
+    """Validate the task, run one trial, return its record (also in result.json)."""
+    task = load_task(task_dir)
+    for w in task.warnings:
+        log(f"warning: {w}")
+    sub_name = substrate or for_env_type(task.env.type)
+    sub = get_substrate(sub_name)
+    warm_shared_providers(required_providers(sub.providers))  # starts while checks run
+    the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
+    trial_id = make_trial_id(task.name, agent, 1)
+    CapacityPool().check(trial_id, task.total_memory_mb, task.total_cpus)
+    sub.preflight()
+    root = RunPaths(Path(out).resolve() / ADHOC).trial(trial_id).root
+    trial = Trial(task=task, agent=the_agent, substrate=sub, root=root, trial_id=trial_id,
+                  keep=keep, retries=retries, on_phase=on_phase or (lambda t, p: None),
+                  secrets=agent_secrets(agent))
+    return run_async(_until_signalled(trial))
+
+
+async def _until_signalled(trial: Trial) -> TrialRecord:
+    """The trial, cancelled on SIGINT/SIGTERM: it tears down and records itself
+    `cancelled`; that record is returned (the CLI exits 130)."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await trial.run()
+    except asyncio.CancelledError:
+        if trial.paths.result.is_file():
+            return TrialRecord.model_validate_json(trial.paths.result.read_text())
+        raise
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,261 @@
+"""Run a task's tests/test.sh after the agent window and parse what it wrote.
+
+Contract (DESIGN section 3): `tests/` is copied in only now, `/logs/verifier` is new and
+empty; test.sh writes `/logs/verifier/reward.txt` (a float) or `reward.json`
+(`{"reward": r, "checks": [...] | {"name": bool}}`). Missing or malformed output is a
+verifier error carrying the file's text, never a silent 0; so is a positive reward from a
+run that exited non-zero or timed out, and a reward its own scored checks contradict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import secrets
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.results import check
+from harness.trial import integrity as integ
+
+PHASES = ("functional", "durability", "cleanup")
+KILLED = 128 + 9  # test.sh's deadline (timeout -s KILL) ended it
+_READ_FILES = ("(cd /logs/verifier 2>/dev/null && for f in reward.json reward.txt; do "
+               "[ -f $f ] && printf '\\n@@HX@@%s\\n' $f && cat $f; done; true)")
+
+
+class VerifierOutputError(Exception):
+    """test.sh ran but its reward file is missing or malformed."""
+
+    def __init__(self, message: str, text: str = ""):
+        super().__init__(message)
+        self.text = text[:4000]
+
+
+@dataclass
+class GateResult:
+    """What one verification gate produced."""
+
+    gate: str
+    reward: float | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    uncovered: bool = False
+    exit_code: int | None = None
+    seconds: float = 0.0
+    note: dict[str, Any] | None = None
+    killed: dict[str, list[dict]] = field(default_factory=dict)
+    tampered: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"reward": self.reward, "checks": self.checks}
+        if self.error:
+            out["error"] = self.error
+        if self.tampered:
+            out["tampered"] = self.tampered
+        return out
+
+
+def _check(name: str, raw: Any) -> dict[str, Any]:
+    if isinstance(raw, bool):
+        return check(name, raw)
+    if not isinstance(raw, dict) or not isinstance(raw.get("passed"), bool):
+        raise VerifierOutputError(f"check {name!r} needs a boolean 'passed'")
+    phase = raw.get("phase")
+    if phase is not None and phase not in PHASES:
+        raise VerifierOutputError(f"check {name!r}: phase {phase!r} is not one of {PHASES}")
+    weight = raw.get("weight")
+    if weight is not None and (not isinstance(weight, int | float) or weight < 0):
+        raise VerifierOutputError(f"check {name!r}: weight must be a non-negative number")
+    return check(name, raw["passed"], bool(raw.get("scored", True)), phase, weight)
+
+
+def _reward_value(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise VerifierOutputError(f"{where}: reward must be a number in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        raise VerifierOutputError(f"{where}: reward {value} is outside [0, 1]")
+    return float(value)
+
+
+def parse_reward(json_text: str | None, txt_text: str | None) -> tuple[float, list[dict]]:
+    """(reward, checks) from reward.json (preferred) or reward.txt; VerifierOutputError else."""
+    if json_text is not None:
+        try:
+            doc = json.loads(json_text)
+        except ValueError as exc:
+            raise VerifierOutputError(f"reward.json is not JSON: {exc}", json_text) from exc
+        if not isinstance(doc, dict):
+            raise VerifierOutputError("reward.json must be an object", json_text)
+        raw_checks = doc.get("checks", [])
+        if raw_checks is None:
+            raw_checks = []
+        try:
+            if isinstance(raw_checks, dict):
+                checks = [_check(k, v) for k, v in raw_checks.items()]
+            elif isinstance(raw_checks, list):
+                checks = [_check(str(c.get("name", f"check{i}")) if isinstance(c, dict) else
+                                 f"check{i}", c) for i, c in enumerate(raw_checks)]
+            else:
+                raise VerifierOutputError("'checks' must be a list or a mapping")
+        except VerifierOutputError as exc:
+            raise VerifierOutputError(f"reward.json: {exc}", json_text) from exc
+        if "reward" in doc:
+            try:
+                return _reward_value(doc["reward"], "reward.json"), checks
+            except VerifierOutputError as exc:
+                raise VerifierOutputError(str(exc), json_text) from exc
+        scored = [c for c in checks if c["scored"]]
+        if not scored:
+            raise VerifierOutputError("reward.json has neither 'reward' nor scored checks",
+                                      json_text)
+        return sum(c["passed"] for c in scored) / len(scored), checks
+    if txt_text is not None:
+        try:
+            value = float(txt_text.strip())
+        except ValueError as exc:
+            raise VerifierOutputError(f"reward.txt is not a number: {txt_text.strip()[:80]!r}",
+                                      txt_text) from exc
+        try:
+            return _reward_value(value, "reward.txt"), []
+        except VerifierOutputError as exc:
+            raise VerifierOutputError(str(exc), txt_text) from exc
+    raise VerifierOutputError("test.sh wrote neither /logs/verifier/reward.json nor reward.txt")
+
+
+async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
+                       integrity: bool = True) -> GateResult:
+    """Run test.sh on the primary node and parse what it wrote (see the module docstring).
+
+    With `integrity` (every gate after the agent window; not the scenario's in-window
+    probes): on every node a fresh toolbox arrives, the agent's leftovers are stopped and
+    tampering is looked for (`harness.trial.integrity`); a tampered environment is not verified
+    at all (reward 0). test.sh then runs in a private mount namespace whose /logs/verifier
+    is a new, empty tmpfs nothing else can see, under the toolbox's shell and timeout, with
+    the toolbox first on PATH; the reward is read from that same run."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = GateResult(gate=gate)
+    toolboxes: dict[str, str] = {}
+    try:
+        if integrity:
+            for node in env.nodes:
+                toolboxes[node.name] = await integ.install_toolbox(env.substrate, node)
+            for node in env.nodes:
+                killed, found = await integ.check(env, node, toolboxes[node.name])
+                if killed:
+                    result.killed[node.name] = killed
+                if found:
+                    result.tampered[node.name] = found
+        if result.tampered:
+            result.reward, result.checks = 0.0, []
+            (out_dir / "tampering.txt").write_text("".join(
+                f"{n}: {line}\n" for n, lines in result.tampered.items() for line in lines))
+            return result
+        run, mark = await _run_tests(env, task, toolboxes.get(env.primary.name))
+        if run.exit_code in (97, 98) and mark not in run.stdout:
+            raise RuntimeError("cannot prepare /tests and /logs/verifier: "
+                               f"{(run.stderr or run.stdout).strip()[-300:]}")
+        stdout, sep, files_out = run.stdout.rpartition(f"\n{mark}\n")
+        if not sep:
+            stdout, files_out = run.stdout, ""
+    except Exception as exc:  # environment gone or unreachable: the verifier cannot run
+        result.uncovered = True
+        result.error = {"type": "VerifierUnavailable", "message": str(exc)[:1000]}
+        return result
+    finally:
+        await _remove_toolboxes(env, toolboxes)
+    result.exit_code, result.seconds = run.exit_code, run.seconds
+    text = stdout + ("\n--- stderr ---\n" + run.stderr if run.stderr else "")
+    (out_dir / "test-stdout.txt").write_text(env.redact(text) or "")
+    texts = _split_files(files_out)
+    for name, body in texts.items():
+        (out_dir / name).write_text(env.redact(body) or "")
+    try:
+        result.reward, result.checks = parse_reward(texts.get("reward.json"),
+                                                    texts.get("reward.txt"))
+    except VerifierOutputError as exc:
+        result.error = {"type": "VerifierOutputError", "message": f"{exc}{_how(run)}",
+                        "text": exc.text, "tail": _tail(env, text)}
+        return result
+    _judge_exit(result, run, env, text)
+    return result
+
+
+def _how(run) -> str:
+    if run.timed_out:
+        return " (test.sh timed out)"
+    return f" (test.sh exited {run.exit_code})" if run.exit_code else ""
+
+
+def _tail(env, text: str, lines: int = 12) -> str:
+    return env.redact("\n".join(text.strip().splitlines()[-lines:])) or ""
+
+
+def _judge_exit(result: GateResult, run, env, text: str) -> None:
+    """A reward from a run that failed or timed out, or that its own checks contradict, is
+    not trusted (verifier error); a zero reward with a non-zero exit stays a plain failure
+    (Harbor-style verifiers exit non-zero when tests fail) with the output's last lines."""
+    reward = result.reward or 0.0
+    scored = [c for c in result.checks if c["scored"]]
+    contradiction = ""
+    if scored and reward > 0 and not any(c["passed"] for c in scored):
+        contradiction = f"reward {reward} but every scored check failed"
+    elif scored and reward >= 1.0 - 1e-9 and not all(c["passed"] for c in scored):
+        contradiction = "reward 1.0 but a scored check failed"
+    elif scored and reward < 1.0 - 1e-9 and all(c["passed"] for c in scored):
+        contradiction = f"reward {reward} but every scored check passed"
+    if contradiction:
+        result.error = {"type": "VerifierContradiction", "message": contradiction,
+                        "tail": _tail(env, text)}
+    elif (run.timed_out or run.exit_code != 0) and reward > 0:
+        result.error = {"type": "VerifierExit", "message": f"test.sh wrote reward {reward} "
+                        f"but did not finish cleanly{_how(run)}", "tail": _tail(env, text)}
+    elif run.timed_out or run.exit_code != 0:
+        result.note = {"type": "VerifierExit", "message": f"reward 0{_how(run)}",
+                       "tail": _tail(env, text)}
+
+
+async def _run_tests(env, task, toolbox: str | None):
+    """tests/ in (a fresh /tests), then test.sh; after a marker line, the reward files, in
+    one round trip. With a toolbox: in a private mount namespace with a new tmpfs at
+    /logs/verifier (else /logs/verifier is emptied in place)."""
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
+    mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
+    limit = max(1, int(task.config.verifier.timeout_sec))
+    # test.sh has its own deadline, so that what it wrote is still read when it is cut off
+    body = (f"cd /tests && {exports + ' ' if exports else ''}timeout -s KILL {limit} "
+            f"bash /tests/test.sh; hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; "
+            "exit $hx_rc")
+    if toolbox:
+        inner = ("mkdir -p /logs/verifier && mount -t tmpfs -o mode=0755,size=64m "
+                 "hx-verifier /logs/verifier || exit 98\n" + body)
+        cmd = f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}"
+    else:
+        cmd = "{ rm -rf /logs/verifier && mkdir -p /logs/verifier; } || exit 98\n" + body
+    run = await env.exec(cmd, timeout=limit + 30, record=False,
+                         files=(task.tests_dir, "/tests"), toolbox=toolbox)
+    if run.exit_code == KILLED and not run.timed_out:
+        run = dataclasses.replace(run, timed_out=True)
+    return run, mark
+
+
+async def _remove_toolboxes(env, toolboxes: dict[str, str]) -> None:
+    for node in env.nodes:
+        top = toolboxes.get(node.name)
+        if top:
+            try:
+                await env.substrate.exec(node, f"rm -rf {shlex.quote(top)}", 30,
+                                         env={"HARNESS_SOURCE": "harness"}, toolbox=top)
+            except Exception:  # a node that went away keeps nothing of ours
+                pass
+
+
+def _split_files(stdout: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for chunk in stdout.split("\n@@HX@@")[1:]:
+        name, _, body = chunk.partition("\n")
+        out[name.strip()] = body
+    return out

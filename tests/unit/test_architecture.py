@@ -1,0 +1,129 @@
+"""The shape of the code: plug-ins are folders the core never names, layers import
+downwards only, the harness root stays small, imports are not hidden in function bodies."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from harness import substrates
+
+HARNESS = Path(__file__).resolve().parents[2] / "harness"
+# packages and root modules, lowest first: a module imports its own layer and those below
+LAYERS = [
+    {"errors", "paths", "config", "owner", "validation", "redact", "results", "trajectory",
+     "http_errors", "__init__", "__version__"},
+    {"substrates"},
+    {"task", "tools"},
+    {"agents", "faults", "risk"},
+    {"trial"},
+    {"campaign", "gc", "doctor"},
+    {"cli"},
+]
+# core: what must never name a substrate (plug-ins and the risk catalog, which names
+# commands and services such as `docker exec`, are not core)
+PLUGIN_DIRS = {"substrates", "risk"}
+
+
+def _part(path: Path) -> str:
+    rel = path.relative_to(HARNESS)
+    return rel.parts[0].removesuffix(".py") if rel.parts else ""
+
+
+def _layer(part: str) -> int:
+    for i, layer in enumerate(LAYERS):
+        if part in layer:
+            return i
+    raise AssertionError(f"harness/{part} is in no layer of {__file__}")
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in HARNESS.rglob("*.py"))
+
+
+def _runtime_imports(tree: ast.Module):
+    """Import nodes outside `if TYPE_CHECKING:` blocks."""
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            skip |= {id(n) for n in ast.walk(node)}
+    return [n for n in ast.walk(tree)
+            if isinstance(n, ast.Import | ast.ImportFrom) and id(n) not in skip]
+
+
+def _harness_targets(node) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        if node.module == "harness":
+            return [a.name for a in node.names]
+        if node.module and node.module.startswith("harness."):
+            return [node.module.split(".")[1]]
+        return []
+    return [a.name.split(".")[1] for a in node.names if a.name.startswith("harness.")]
+
+
+def test_the_core_never_names_a_substrate():
+    """No string constant of a core module (docstrings aside) is a substrate's name."""
+    names = set(substrates.names())
+    found = []
+    for path in _modules():
+        if _part(path) in PLUGIN_DIRS:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef |
+                                    ast.AsyncFunctionDef)
+                      and n.body and isinstance(n.body[0], ast.Expr)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in names \
+                    and id(node) not in docstrings:
+                found.append(f"{path.relative_to(HARNESS)}:{node.lineno}: {node.value!r}")
+    assert found == [], "ask the registry instead: " + "; ".join(found)
+
+
+def test_imports_only_go_down():
+    wrong = []
+    for path in _modules():
+        here = _layer(_part(path))
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            for target in _harness_targets(node):
+                if _layer(target) > here:
+                    wrong.append(f"{path.relative_to(HARNESS)}:{node.lineno} imports "
+                                 f"harness.{target}")
+    assert wrong == []
+
+
+def test_the_root_keeps_only_cross_cutting_modules():
+    loose = sorted(p.name for p in HARNESS.glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 12, loose
+
+
+def test_no_harness_import_hidden_in_a_function_body():
+    """Except in the CLI (thin commands import their library late, by design) and the
+    scaffold that builds images in the background."""
+    hidden = []
+    for path in _modules():
+        if _part(path) == "cli":
+            continue
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import | ast.ImportFrom) and _harness_targets(node):
+                    hidden.append(f"{path.relative_to(HARNESS)}:{node.lineno}")
+    assert hidden == []
+
+
+@pytest.mark.parametrize("name", substrates.names())
+def test_a_substrate_is_one_folder(name):
+    """Its class, Terraform module and provider build live in its folder."""
+    cls = substrates.substrate_class(name)
+    folder = Path(__import__(cls.__module__, fromlist=["x"]).__file__).parent
+    assert folder.parent == HARNESS / "substrates"
+    module = cls.terraform_module(cls.__new__(cls))
+    assert module.is_relative_to(folder) and (module / "main.tf").is_file()
+    for pin in cls.providers.values():
+        assert Path(pin["build"]).is_relative_to(folder), pin
+    assert cls.env_types and cls.default_concurrency >= 1
