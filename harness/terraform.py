@@ -219,15 +219,17 @@ class ProviderServer:
 
 
 def _provider_tmpdir() -> Path:
-    """`$HARNESS_HOME/run/tfp-<owner tag>/` for this process's provider servers; the
-    directories of harness processes that are gone are removed on the way."""
-    base = harness_home() / "run"
-    base.mkdir(parents=True, exist_ok=True)
-    for old in base.glob("tfp-*"):
-        if not owner.alive(old.name.removeprefix("tfp-").replace("_", ":")):
+    """`<tmp>/hx-tfp-<pid>/` for this process's provider servers (short: their plugin
+    socket path must fit a unix socket name), its owner tag inside; the directories of
+    harness processes that are gone are removed on the way."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob("hx-tfp-*"):
+        tag = old / "owner"
+        if old.is_dir() and tag.is_file() and not owner.alive(tag.read_text().strip()):
             shutil.rmtree(old, ignore_errors=True)
-    mine = base / ("tfp-" + owner.tag().replace(":", "_"))
+    mine = base / f"hx-tfp-{os.getpid()}"
     mine.mkdir(exist_ok=True)
+    (mine / "owner").write_text(owner.tag())
     return mine
 
 

@@ -55,7 +55,7 @@ def test_filters_select_by_layer(tmp_path):
 @pytest.mark.parametrize("doc,err,match", [
     ({"concurrency": 0}, ConfigError, "concurrency.total: must be >= 1 \\(got 0\\)"),
     ({"attempts": 0}, ConfigError, "attempts"),
-    ({"colour": "blue"}, ConfigError, "colour: unknown key; valid: name, tasks"),
+    ({"colour": "blue"}, ConfigError, "colour: unknown key; valid here: name, tasks"),
     ({"name": "Bad Name"}, ConfigError, "name"),
     ({"agents": [{"name": "oracle", "env": {"KEY": "sk-literal"}}]}, ConfigError,
      "must reference the caller's environment"),
