@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from harness import __version__, integrity
+from harness import __version__, integrity, owner
 from harness.agents import Agent, AgentContext
 from harness.ansible import (
     Gate,
@@ -31,7 +31,7 @@ from harness.ansible import (
     write_inventory,
 )
 from harness.environment import TrialEnvironment, now_iso
-from harness.errors import AnsibleError, HarnessError
+from harness.errors import AnsibleError, HarnessError, InputError
 from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
 from harness.gates import GateContext, gates_for, run_gates
 from harness.paths import TrialPaths
@@ -282,6 +282,11 @@ class Trial:
         """Run the trial to a record; tear down unless kept; re-raise only cancellation."""
         self._t0 = time.monotonic()
         started = now_iso()
+        try:
+            owner.hold_trial(self.trial_id)  # gc spares the trial while this process runs it
+        except BlockingIOError:
+            raise InputError(f"trial {self.trial_id} is being run by another harness process; "
+                             "two runs of one trial id cannot share its resources") from None
         self._write_trial_json()
         record = self._record("setup_error", started)
         retry_log: list[dict] = []
@@ -316,6 +321,7 @@ class Trial:
             record = self._crash_record(started, exc)
             record.retries = retry_log
             record.write(self.paths.result, self.redactor)
+            owner.release_trial(self.trial_id)
         return record
 
     def _crash_record(self, started: str, exc: BaseException) -> TrialRecord:
@@ -485,6 +491,7 @@ class Trial:
         scrubbed = await asyncio.to_thread(self.redactor.scrub_tree, self.paths.root)
         if scrubbed:
             self.event("trial.redacted", files=scrubbed[:50])
+        owner.release_trial(self.trial_id)  # torn down, or kept: nobody's any more
 
     async def _teardown(self) -> list[str]:
         """terraform destroy, then sweep what still carries the trial's label: the leaks."""
