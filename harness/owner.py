@@ -1,18 +1,25 @@
-"""Who owns a resource: `host:pid:start`, written on everything a trial creates.
+"""Who owns a trial's resources, and whether that owner still runs the trial.
 
 Every container, network, volume (docker labels `harness.owner`), domain (its description),
-BMC, lease and run-directory lock carries the owner tag of the harness process that made
-it: the host name, the pid and the pid's start time (in clock ticks since boot, from
-/proc/<pid>/stat), so a recycled pid is not mistaken for the owner. `harness gc` removes
-only what no live harness process owns; an owner on another host cannot be checked from
-here and counts as alive (only `--force` removes its resources).
+BMC and lease carries the owner tag of the harness process that made it: the host name,
+the pid and the pid's start time (in clock ticks since boot, from /proc/<pid>/stat). While
+a trial runs, its process also holds the trial's lock (`hold_trial`: an flock on
+`$HARNESS_HOME/run/trials/<trial>.lock`, dropped by the kernel when the process ends, kill
+-9 included, and released when the trial is done: a kept trial is then nobody's). `harness
+gc` removes only what no live harness process is running (`foreign_live`); an owner on
+another host cannot be checked from here and counts as live (only `--force` removes its
+resources).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 from functools import lru_cache
+from pathlib import Path
+
+from harness.paths import harness_home
 
 LABEL = "harness.owner"
 
@@ -69,6 +76,61 @@ def describe(owner: str | None) -> str:
     return f"pid {parts[1]} on {parts[0]}" if len(parts) >= 2 else f"pid {owner}"
 
 
-def foreign_live(owner: str | None) -> bool:
-    """Alive and not this process: what gc must not touch without --force."""
-    return bool(owner) and owner != tag() and alive(owner)
+_held: dict[str, int] = {}
+
+
+def _trial_lock(trial: str) -> Path:
+    return harness_home() / "run" / "trials" / f"{trial.lower()}.lock"
+
+
+def hold_trial(trial: str) -> None:
+    """Mark `trial` as run by this process (until `release_trial` or the process ends)."""
+    if trial.lower() in _held:
+        return
+    path = _trial_lock(trial)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise
+    _held[trial.lower()] = fd
+
+
+def release_trial(trial: str) -> None:
+    fd = _held.pop(trial.lower(), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def trial_running(trial: str) -> bool:
+    """Whether some process (this one included) holds the trial's lock."""
+    if trial.lower() in _held:
+        return True
+    path = _trial_lock(trial)
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def foreign_live(owner: str | None, trial: str | None = None) -> bool:
+    """What gc must not touch without --force: a trial another process is running now
+    (its lock is held elsewhere), or one whose owner is on another host. Without a trial
+    id, whether the owner process itself lives."""
+    if not owner or owner == tag():
+        return False
+    where = owner.split(":", 1)[0]
+    if not owner.isdigit() and where != host():
+        return True
+    if trial is not None:
+        return trial.lower() not in _held and trial_running(trial)
+    return alive(owner)

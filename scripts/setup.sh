@@ -52,7 +52,7 @@ step "harness Docker engine and trial firewall"
 # trial containers run on the harness's own dockerd (user namespaces, private cgroup
 # namespaces, its own runtime); the user's Docker engine and its configuration are untouched
 $SUDO "$ROOT/.venv/bin/python" -m harness.substrates.docker.engine start
-$SUDO "$ROOT/.venv/bin/python" -m harness.firewall apply
+$SUDO "$ROOT/.venv/bin/python" -m harness.substrates.firewall apply
 
 step "libvirtd"
 if virsh -c qemu:///system version >/dev/null 2>&1; then
@@ -96,7 +96,7 @@ fi
 
 step "Terraform providers (local filesystem mirror) and CLI config"
 for build in harness/substrates/*/provider.sh; do bash "$build"; done
-.venv/bin/python -c 'from harness.terraform import write_cli_config; print("wrote", write_cli_config())'
+.venv/bin/python -c 'from harness.tools.terraform import write_cli_config; print("wrote", write_cli_config())'
 
 step "Base images"
 # debootstrap and chroot need root; the images end up owned by whoever runs the harness

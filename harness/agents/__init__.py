@@ -1,33 +1,38 @@
-"""Agent registry: name -> lazily imported class; errors list every valid name."""
+"""Agent registry: every concrete `Agent` subclass (with a `name`) defined in a module or
+package under `harness/agents/`; adding an agent is adding one module. Errors list every
+valid name. The modules are cheap to import (SDKs, if any, are imported where used)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
+import pkgutil
 
 from harness.agents.base import Agent, AgentContext, AgentOutcome
 from harness.errors import RegistryError
 
-_REGISTRY: dict[str, str] = {
-    "oracle": "harness.agents.oracle:OracleAgent",
-    "nop": "harness.agents.nop:NopAgent",
-    "replay": "harness.agents.replay:ReplayAgent",
-    "claude-code": "harness.agents.cli:ClaudeCodeAgent",
-    "codex": "harness.agents.cli:CodexAgent",
-    "gemini-cli": "harness.agents.cli:GeminiCliAgent",
-    "opencode": "harness.agents.cli:OpenCodeAgent",
-    "aider": "harness.agents.cli:AiderAgent",
-    "openai": "harness.agents.openai_agent:OpenAIAgent",
-}
+
+@functools.cache
+def _registry() -> dict[str, type[Agent]]:
+    found: dict[str, type[Agent]] = {}
+    for mod in pkgutil.iter_modules(__path__, f"{__name__}."):
+        for _, cls in inspect.getmembers(importlib.import_module(mod.name), inspect.isclass):
+            if (issubclass(cls, Agent) and not inspect.isabstract(cls)
+                    and "name" in vars(cls) and cls.__module__ == mod.name):
+                found[cls.name] = cls
+    return found
+
 
 __all__ = ["Agent", "AgentContext", "AgentOutcome", "get_agent", "names"]
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(_registry())
 
 
 def get_agent(name: str, model: str | None = None, **kwargs) -> Agent:
-    if name not in _REGISTRY:
+    cls = _registry().get(name)
+    if cls is None:
         raise RegistryError("agent", name, names())
-    module, cls = _REGISTRY[name].split(":")
-    return getattr(importlib.import_module(module), cls)(model=model, **kwargs)
+    return cls(model=model, **kwargs)

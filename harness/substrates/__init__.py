@@ -1,48 +1,74 @@
 """The substrate registry: name -> lazily imported class, and what the core asks of it.
 
-A substrate is a folder `harness/substrates/<name>/` (see `base.Substrate`); this table is
-the only place that lists them. Lookup errors list every valid name and, for optional
-extras, the install command. The first entry is the default substrate (quickstart, scaffold,
-`harness image build`).
+A substrate is a folder `harness/substrates/<folder>/` (see `base.Substrate`) with a
+`substrate.toml` that names the substrates it provides:
+
+    [substrates.vm]
+    class = "LibvirtSubstrate"              # in the folder's __init__.py
+    install = "pip install -e '.[vm]'"      # shown when the import fails (optional)
+    default = true                          # the default substrate (exactly one folder)
+
+The registry reads those files only; a substrate's module is imported when it is used.
+Lookup errors list every valid name and, for optional extras, the install command.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
 
 from harness.errors import RegistryError
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 
-_REGISTRY: dict[str, tuple[str, str, str]] = {
-    "docker": ("harness.substrates.docker", "DockerSubstrate", ""),
-    "vm": ("harness.substrates.libvirt", "LibvirtSubstrate", "pip install -e '.[vm]'"),
-    "vm-cluster": ("harness.substrates.libvirt", "LibvirtClusterSubstrate",
-                   "pip install -e '.[vm]'"),
-}
+FOLDERS = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Entry:
+    module: str
+    cls: str
+    install: str = ""
+    default: bool = False
+
+
+@functools.cache
+def _registry() -> dict[str, Entry]:
+    """Every `[substrates.<name>]` of every `harness/substrates/*/substrate.toml`."""
+    out: dict[str, Entry] = {}
+    for decl in sorted(FOLDERS.glob("*/substrate.toml")):
+        table = tomllib.loads(decl.read_text()).get("substrates", {})
+        for name, fields in table.items():
+            out[name] = Entry(f"harness.substrates.{decl.parent.name}", fields["class"],
+                              fields.get("install", ""), bool(fields.get("default")))
+    return out
+
 
 __all__ = ["ExecResult", "Node", "Substrate", "TrialSpec", "classes", "default_name",
            "for_env_type", "get_substrate", "names", "provider_pins", "substrate_class"]
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(_registry())
 
 
 def default_name() -> str:
-    return next(iter(_REGISTRY))
+    return next(name for name, entry in _registry().items() if entry.default)
 
 
 def substrate_class(name: str) -> type[Substrate]:
     """The class registered as `name`; an unknown name lists the valid ones."""
-    if name not in _REGISTRY:
+    entry = _registry().get(name)
+    if entry is None:
         raise RegistryError("substrate", name, names())
-    module, cls, extra = _REGISTRY[name]
     try:
-        mod = importlib.import_module(module)
+        mod = importlib.import_module(entry.module)
     except ImportError as exc:
-        hint = f" (install with: {extra})" if extra else ""
+        hint = f" (install with: {entry.install})" if entry.install else ""
         raise RegistryError("substrate", f"{name}: {exc}{hint}", names()) from exc
-    return getattr(mod, cls)
+    return getattr(mod, entry.cls)
 
 
 def get_substrate(name: str, **kwargs) -> Substrate:
@@ -53,7 +79,7 @@ def get_substrate(name: str, **kwargs) -> Substrate:
 def classes() -> dict[str, type[Substrate]]:
     """Every registered substrate that can be imported here, by name."""
     out = {}
-    for name in _REGISTRY:
+    for name in _registry():
         try:
             out[name] = substrate_class(name)
         except RegistryError:

@@ -5,8 +5,8 @@ The agent is root on its nodes and hostile. Before a verifier runs, on every nod
 1. **A toolbox** arrives: the host's static busybox with its applets, in a new directory
    of unpredictable name (`/.hx-tb-<random>`), through the substrate's own channel (docker:
    the engine writes it into the container; VM: SSH). The verifier's command line runs on
-   it (`Substrate.exec(toolbox=...)`), not on the node's shell, and it comes first on
-   test.sh's PATH.
+   it (`Substrate.exec(toolbox=...)`), not on the node's shell; test.sh itself runs on
+   the node's own programs once step 3 has found them unchanged.
 2. **Leftovers are stopped**: every process that is not PID 1, not a kernel thread and not
    in a systemd service with a unit file on disk (the task's daemons) is killed: the
    agent's shells and background loops (in the container's root cgroup, session scopes, or
@@ -21,7 +21,9 @@ The agent is root on its nodes and hostile. Before a verifier runs, on every nod
    kept in the trial dir. A container cannot set the clock, so a replaced file always gets
    a new ctime; a root agent controls a VM's kernel, so there this finds replaced or
    shadowed binaries, not a rootkit (README, threat model). Deeper trees (Python's
-   library, /usr/share) are not listed.
+   library, /usr/share) are not listed. A node that is powered off when the window opens
+   (a task may start with one down) has no baseline: its leftovers are stopped, its files
+   not compared; a node powered off at verification time is skipped (events.jsonl).
 """
 
 from __future__ import annotations
@@ -251,16 +253,30 @@ async def _run(env, node, toolbox: str, script: str) -> str:
     return res.stdout
 
 
-async def baseline(env) -> None:
+async def powered_off(env, node) -> bool:
+    """True when the substrate says `node` is off: a task may start with a node down (its
+    BMC to use) and an agent may leave one down; such a node has nothing to compare."""
+    try:
+        return await env.substrate.power(node, "status") == "off"
+    except Exception:  # no answer: try the node itself, whose failure then speaks
+        return False
+
+
+async def baseline(env) -> list[str]:
     """Before the agent window (after the harness's own setup, e.g. snoopy's
     /etc/ld.so.preload): each node's manifest, kept in the trial dir (out of the agent's
-    reach); `check` compares against it."""
+    reach); `check` compares against it. Returns the nodes skipped because they were off."""
+    off = []
     for node in env.nodes:
+        if await powered_off(env, node):
+            off.append(node.name)
+            continue
         toolbox = await install_toolbox(env.substrate, node)
         out = await _run(env, node, toolbox, manifest_script() + f"rm -rf {toolbox}\n")
         path = manifest_path(env.paths, node.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(parse_manifest(out)))
+    return off
 
 
 async def check(env, node, toolbox: str) -> tuple[list[dict], list[str]]:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from harness import __version__
+from harness import __version__, owner
 from harness.agents import Agent, AgentContext
-from harness.errors import AnsibleError, HarnessError
+from harness.errors import AnsibleError, HarnessError, InputError
 from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
 from harness.paths import TrialPaths
 from harness.redact import Redactor
@@ -286,14 +286,21 @@ class Trial:
         except Exception as exc:
             raise PreWindowError("agent_setup", exc) from exc
         try:
-            await integrity.baseline(self.env)
+            off = await integrity.baseline(self.env)
         except Exception as exc:
             raise PreWindowError("integrity_baseline", exc) from exc
+        if off:
+            self.event("integrity.powered_off", nodes=off, when="baseline")
 
     async def run(self) -> TrialRecord:
         """Run the trial to a record; tear down unless kept; re-raise only cancellation."""
         self._t0 = time.monotonic()
         started = now_iso()
+        try:
+            owner.hold_trial(self.trial_id)  # gc spares the trial while this process runs it
+        except BlockingIOError:
+            raise InputError(f"trial {self.trial_id} is being run by another harness process; "
+                             "two runs of one trial id cannot share its resources") from None
         self._write_trial_json()
         record = self.record("setup_error", started)
         retry_log: list[dict] = []
@@ -328,6 +335,7 @@ class Trial:
             record = self._crash_record(started, exc)
             record.retries = retry_log
             record.write(self.paths.result, self.redactor)
+            owner.release_trial(self.trial_id)
         return record
 
     def _crash_record(self, started: str, exc: BaseException) -> TrialRecord:
@@ -419,6 +427,8 @@ class Trial:
             self.event("verifier.leftovers_killed", node=node, processes=killed)
         for node, lines in gate.tampered.items():
             self.event("verifier.tampering", node=node, evidence=lines)
+        if gate.powered_off:
+            self.event("integrity.powered_off", nodes=gate.powered_off, when=gate.gate)
 
     def _live_risk(self, index: int, rec) -> None:
         """Classify each command as the agent runs it; findings go to events.jsonl now
@@ -484,6 +494,7 @@ class Trial:
         scrubbed = await asyncio.to_thread(self.redactor.scrub_tree, self.paths.root)
         if scrubbed:
             self.event("trial.redacted", files=scrubbed[:50])
+        owner.release_trial(self.trial_id)  # torn down, or kept: nobody's any more
 
     async def _teardown(self) -> list[str]:
         """terraform destroy, then sweep what still carries the trial's label: the leaks."""

@@ -49,6 +49,7 @@ class GateResult:
     note: dict[str, Any] | None = None
     killed: dict[str, list[dict]] = field(default_factory=dict)
     tampered: dict[str, list[str]] = field(default_factory=dict)
+    powered_off: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"reward": self.reward, "checks": self.checks}
@@ -133,17 +134,24 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
     With `integrity` (every gate after the agent window; not the scenario's in-window
     probes): on every node a fresh toolbox arrives, the agent's leftovers are stopped and
     tampering is looked for (`harness.trial.integrity`); a tampered environment is not verified
-    at all (reward 0). test.sh then runs in a private mount namespace whose /logs/verifier
-    is a new, empty tmpfs nothing else can see, under the toolbox's shell and timeout, with
-    the toolbox first on PATH; the reward is read from that same run."""
+    at all (reward 0); a node that is powered off is skipped (and said in events.jsonl).
+    test.sh then runs in a private mount namespace whose /logs/verifier is a new, empty
+    tmpfs nothing else can see, under the toolbox's shell and timeout, on the node's own
+    programs (checked above: the task's tools behave as the task expects); the reward is
+    read from that same run."""
     out_dir.mkdir(parents=True, exist_ok=True)
     result = GateResult(gate=gate)
     toolboxes: dict[str, str] = {}
     try:
         if integrity:
             for node in env.nodes:
+                if node is not env.primary and await integ.powered_off(env, node):
+                    result.powered_off.append(node.name)  # nothing runs there to stop
+                    continue
                 toolboxes[node.name] = await integ.install_toolbox(env.substrate, node)
             for node in env.nodes:
+                if node.name in result.powered_off:
+                    continue
                 killed, found = await integ.check(env, node, toolboxes[node.name])
                 if killed:
                     result.killed[node.name] = killed
@@ -218,6 +226,9 @@ def _judge_exit(result: GateResult, run, env, text: str) -> None:
                        "tail": _tail(env, text)}
 
 
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 async def _run_tests(env, task, toolbox: str | None):
     """tests/ in (a fresh /tests), then test.sh; after a marker line, the reward files, in
     one round trip. With a toolbox: in a private mount namespace with a new tmpfs at
@@ -227,8 +238,8 @@ async def _run_tests(env, task, toolbox: str | None):
     limit = max(1, int(task.config.verifier.timeout_sec))
     # test.sh has its own deadline, so that what it wrote is still read when it is cut off
     body = (f"cd /tests && {exports + ' ' if exports else ''}timeout -s KILL {limit} "
-            f"bash /tests/test.sh; hx_rc=$?; printf '\\n%s\\n' {mark}; {_READ_FILES}; "
-            "exit $hx_rc")
+            f"env PATH={NODE_PATH} bash /tests/test.sh; hx_rc=$?; "
+            f"printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc")
     if toolbox:
         inner = ("mkdir -p /logs/verifier && mount -t tmpfs -o mode=0755,size=64m "
                  "hx-verifier /logs/verifier || exit 98\n" + body)

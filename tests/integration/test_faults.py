@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -267,3 +268,66 @@ def test_sigterm_heals_then_tears_down(tmp_path):
         if proc.poll() is None:
             proc.kill()
         cli("gc", "--trial", trial_id)
+
+
+THROWAWAY = {
+    "meta/fault.yml": """
+        name: hx_throwaway
+        layer: L4
+        kind: role
+        summary: Write a marker file; heal removes it
+        requires: []
+        """,
+    "meta/argument_specs.yml": """
+        argument_specs:
+          main:
+            short_description: Write a marker file; heal removes it.
+            options:
+              fi_l4_hx_throwaway_path:
+                type: str
+                default: /tmp/hx-throwaway
+                description: The marker file.
+        """,
+    "templates/inject.sh.j2": """
+        {{ fi_lib }}
+        F={{ fi_l4_hx_throwaway_path | quote }}
+        hx_begin <<'HX_HEAL'
+        {{ lookup('ansible.builtin.template', fi_role_dir ~ '/templates/heal.sh.j2') }}
+        HX_HEAL
+        echo "$HX_ID" > "$F"
+        hx_out '{}'
+        """,
+    "templates/heal.sh.j2": """
+        {{ fi_lib }}
+        F={{ fi_l4_hx_throwaway_path | quote }}
+        [ ! -e "$F" ] || { rm -f "$F"; hx_did; }
+        hx_healed
+        """,
+    "templates/verify.sh.j2": """
+        {{ fi_lib }}
+        if [ -e {{ fi_l4_hx_throwaway_path | quote }} ]; then hx_report injected "marker present"
+        else hx_report healed "no marker"; fi
+        """,
+}
+
+
+def test_a_new_fault_is_one_folder(kept):
+    """Drop one folder into roles/ and the CLI lists, injects, verifies and heals it."""
+    folder = write_task(REPO / "roles" / "fi_l4_hx_throwaway", THROWAWAY)
+    try:
+        listed = cli("fault", "list")
+        assert "hx_throwaway" in listed.stdout, listed.stdout + listed.stderr
+        res = cli("fault", "inject", str(kept), "hx_throwaway", "-t", "node1", "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+        fid = json.loads(res.stdout)["id"]
+        marker = subprocess.run(["docker", "exec", f"hx-{kept.name}-node1", "cat",
+                                 "/tmp/hx-throwaway"], capture_output=True, text=True)
+        assert marker.stdout.strip() == fid
+        assert f"node1: fault {fid}" in cli("fault", "status", str(kept)).stdout
+        healed = cli("fault", "heal", str(kept), fid)
+        assert "undone on node1" in healed.stdout, healed.stdout + healed.stderr
+        gone = subprocess.run(["docker", "exec", f"hx-{kept.name}-node1", "test", "-e",
+                               "/tmp/hx-throwaway"])
+        assert gone.returncode == 1
+    finally:
+        shutil.rmtree(folder)

@@ -153,7 +153,7 @@ def test_disk_faults_sit_in_the_io_path(kept):
 def test_nic_down_cuts_the_node_and_the_dead_man_switch_heals_it(kept):
     async def go():
         s = session(kept)
-        rec = await s.inject("nic_down", "node1", {}, deadman_sec=25)
+        rec = await s.inject("nic_down", "node1", {}, deadman_sec=60)
         assert rec.states == {"node1": "injected"}, rec.states
         cut = False
         for _ in range(20):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import substrates
+from harness.errors import RegistryError
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 # packages and root modules, lowest first: a module imports its own layer and those below
@@ -127,3 +128,40 @@ def test_a_substrate_is_one_folder(name):
     for pin in cls.providers.values():
         assert Path(pin["build"]).is_relative_to(folder), pin
     assert cls.env_types and cls.default_concurrency >= 1
+
+
+def test_a_substrate_folder_registers_itself(tmp_path, monkeypatch):
+    """The registry reads substrate.toml files only: a new folder needs no edit elsewhere."""
+    for folder in substrates.FOLDERS.iterdir():
+        if (folder / "substrate.toml").is_file():
+            (tmp_path / folder.name).mkdir()
+            (tmp_path / folder.name / "substrate.toml").write_bytes(
+                (folder / "substrate.toml").read_bytes())
+    (tmp_path / "moon").mkdir()
+    (tmp_path / "moon" / "substrate.toml").write_text(
+        '[substrates.moon]\nclass = "MoonSubstrate"\ninstall = "launch a rocket"\n')
+    monkeypatch.setattr(substrates, "FOLDERS", tmp_path)
+    substrates._registry.cache_clear()
+    try:
+        assert "moon" in substrates.names() and substrates.default_name() == "docker"
+        with pytest.raises(RegistryError, match="moon: No module named.*launch a rocket"):
+            substrates.substrate_class("moon")
+    finally:
+        monkeypatch.undo()
+        substrates._registry.cache_clear()
+
+
+def test_every_agent_class_is_registered_by_its_module():
+    """An agent is one module under harness/agents/: each concrete class is found by name."""
+    import harness.agents as pkg
+    defined = set()
+    for path in (HARNESS / "agents").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for stmt in node.body:
+                    if isinstance(stmt, ast.Assign) and any(
+                            getattr(t, "id", None) == "name" for t in stmt.targets):
+                        defined.add(stmt.value.value)
+    assert defined == set(pkg.names()) and len(defined) >= 9
+    with pytest.raises(RegistryError, match="unknown agent 'moon'.*valid: aider"):
+        pkg.get_agent("moon")

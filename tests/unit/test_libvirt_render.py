@@ -7,6 +7,7 @@ import ipaddress
 import json
 import re
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,6 +239,24 @@ def test_sweep_spares_live_trials_and_filters(monkeypatch, tmp_path):
 
     monkeypatch.setattr(host, "connect", lambda uri: conn())
     monkeypatch.setattr(host, "host_bridges", lambda: [])
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
+    # another process runs trial "live" (holds its lock); "dead" was owned by a process
+    # that is gone; "mine" is this process's own
+    lock = tmp_path / "home" / "run" / "trials" / "live.lock"
+    lock.parent.mkdir(parents=True)
+    runner = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               f"f = open({str(lock)!r}, 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    assert runner.stdout.readline().strip() == "held"
+    try:
+        _check_sweep(host, tmp_path)
+    finally:
+        runner.kill()
+        runner.wait()
+
+
+def _check_sweep(host, tmp_path):
     everything = host.leftovers("qemu:///system")
     assert "domain hx-live-n1" not in everything and "network hx-live" not in everything
     assert {"domain hx-dead-n1", "domain hx-other-n1", "network hx-dead"} <= set(everything)

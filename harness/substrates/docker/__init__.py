@@ -255,7 +255,8 @@ class DockerSubstrate(Substrate):
         out: dict[str, list[Node]] = {}
         for c in self.client.api.containers(filters=self._filters(campaign, trial)):
             labels, name = c.get("Labels") or {}, _container_name(c)
-            if not force and owner.foreign_live(labels.get(owner.LABEL)):
+            if not force and owner.foreign_live(labels.get(owner.LABEL),
+                                                labels.get(LABEL_TRIAL)):
                 continue
             node = Node(name=labels.get("harness.node", name), host=name, cluster_ip="")
             out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)
@@ -287,7 +288,8 @@ class DockerSubstrate(Substrate):
                       i.get("Labels")) for i in api.images(filters=f)]
         live = set() if force else {
             (labels or {}).get(LABEL_TRIAL) for *_, labels in objs
-            if owner.foreign_live((labels or {}).get(owner.LABEL))}
+            if owner.foreign_live((labels or {}).get(owner.LABEL),
+                                  (labels or {}).get(LABEL_TRIAL))}
         return [(kind, obj_id, name) for kind, obj_id, name, labels in objs
                 if (labels or {}).get(LABEL_TRIAL) not in live or kind == "image"]
 

@@ -79,7 +79,7 @@ def write_config(trial_root: Path, node: str, domain: str, address: str) -> dict
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.parent.chmod(0o700)
     cfg = {"node": node, "domain": domain, "address": address, "port": 0,
-           "owner": owner.tag(),
+           "owner": owner.tag(), "trial": domain.removeprefix("hx-").removesuffix(f"-{node}"),
            "user": "hx" + secrets.token_hex(3), "password": secrets.token_urlsafe(12)}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
@@ -173,7 +173,7 @@ def start(trial_root: Path, node: str, name: str, campaign: str, owner_tag: str,
     proc = subprocess.Popen(
         [sys.executable, "-W", "ignore::RuntimeWarning", "-m", MODULE, "serve", "--name", name,
          "--campaign", campaign or "-", "--owner", owner_tag or "-", "--uri", uri,
-         "--config", str(config_path(trial_root, node))],
+         "--trial", cfg.get("trial") or "-", "--config", str(config_path(trial_root, node))],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     pidfile.write_text(str(proc.pid))
     deadline = time.monotonic() + timeout
@@ -219,7 +219,8 @@ def processes() -> list[dict]:
         opts = dict(zip(argv[::1], argv[1::1], strict=False))
         found.append({"pid": int(proc.name), "name": opts.get("--name", ""),
                       "campaign": opts.get("--campaign", ""), "owner": opts.get("--owner", ""),
-                      "config": opts.get("--config", "")})
+                      "config": opts.get("--config", ""),
+                      "trial": opts.get("--trial", "").strip("-")})
     return found
 
 
@@ -230,7 +231,7 @@ def leftovers(campaign: str | None = None, trial: str | None = None,
     found = []
     for p in processes():
         name = p["name"]
-        if not force and owner.foreign_live(p["owner"]):
+        if not force and owner.foreign_live(p["owner"], p["trial"] or None):
             continue
         if trial:
             hit = name.startswith(resource_prefix(trial) + "-")
@@ -258,8 +259,10 @@ def _stale_credentials(remove: bool, force: bool = False) -> list[str]:
         owners = []
         for f in d.glob("*.json"):
             with contextlib.suppress(OSError, ValueError):
-                owners.append(str(json.loads(f.read_text()).get("owner", "")))
-        if str(d) not in used and (force or not any(owner.alive(o) for o in owners)):
+                cfg = json.loads(f.read_text())
+                owners.append((str(cfg.get("owner", "")), cfg.get("trial")))
+        if str(d) not in used and (force or not any(owner.foreign_live(o, t) or o == owner.tag()
+                                                    for o, t in owners)):
             found.append(f"bmc credentials {d.name}")
             if remove:
                 for f in d.iterdir():
@@ -340,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--name", default="")
     ap.add_argument("--campaign", default="-")
     ap.add_argument("--owner", default="-", help="owner tag of the harness process")
+    ap.add_argument("--trial", default="-", help="serve: the trial (gc's liveness check)")
     ap.add_argument("--uri", default="qemu:///system")
     ap.add_argument("--config", help="serve: the node's <trial>/vm/bmc/<node>.json")
     ap.add_argument("--trial-root", help="start/stop: the trial directory")

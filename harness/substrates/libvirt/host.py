@@ -122,7 +122,7 @@ def _trial_prefixes(conn, campaign: str | None, trial: str | None, force: bool =
         raise SubstrateError("vm", "empty trial or campaign filter; pass None to mean all")
     trials = _descriptions(conn)
     live = [] if force else sorted(p for p, f in trials.items()
-                                   if owner.foreign_live(f.get("owner", "")))
+                                   if owner.foreign_live(f.get("owner", ""), f.get("trial")))
     if trial:
         return [resource_prefix(trial)], live
     if not campaign:
