@@ -102,7 +102,7 @@ def test_fork_bomb_stops_at_the_pids_limit(seed_task, tmp_path):
     timeout (and recorded), the bomb stays inside its pids limit, the verifier stops it."""
     from harness.config import Settings
 
-    sub = get_substrate("docker", settings=Settings(docker_pids_limit=512))
+    sub = get_substrate("docker", settings=Settings(substrates={"docker": {"pids_limit": 512}}))
     trial = attack(seed_task("hello-docker"), tmp_path, [
         {"cmd": "bash -c ':(){ :|:& };:'", "timeout_sec": 5},
         {"cmd": "cat /sys/fs/cgroup/pids/pids.current /sys/fs/cgroup/pids/pids.max",

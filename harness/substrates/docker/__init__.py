@@ -50,17 +50,18 @@ class DockerSubstrate(Substrate):
     def __init__(self, name: str = "docker", settings: Settings | None = None):
         self.settings = settings or load_settings()
         self.config: DockerSettings = self.settings.substrate(self.name, DockerSettings)
+        self.host = engine.docker_host(self.config.host)
         self._client = None
 
     @property
     def client(self):
         """The harness engine's client (never the user's dockerd: see `engine`)."""
         if self._client is None:
-            self._client = engine.client()
+            self._client = engine.client(host=self.host)
         return self._client
 
     def provider_config(self) -> dict[str, dict]:
-        return {"docker": {"host": engine.docker_host()}}
+        return {"docker": {"host": self.host}}
 
     @classmethod
     def validate_task(cls, config, root: Path) -> list[str]:
@@ -84,7 +85,7 @@ class DockerSubstrate(Substrate):
         return base_image.build_docker_base(force=force, log=log)
 
     def login_hint(self, node: Node) -> str:
-        return f"docker -H {engine.docker_host()} exec -it {node.host} bash"
+        return f"docker -H {self.host} exec -it {node.host} bash"
 
     def preflight(self) -> None:
         self.client  # noqa: B018 - raises PreflightError when the engine is down
@@ -131,7 +132,7 @@ class DockerSubstrate(Substrate):
                           "harness_primary": n.primary} for n in nodes}
         return {"all": {
             "vars": {"ansible_connection": "community.docker.docker_api",
-                     "ansible_docker_docker_host": engine.docker_host(),
+                     "ansible_docker_docker_host": self.host,
                      "ansible_python_interpreter": "/usr/bin/python3",
                      "harness_trial_id": spec.trial_id, "harness_substrate": self.name},
             "hosts": hosts,

@@ -47,20 +47,24 @@ DEFAULT_BRIDGE, DEFAULT_BRIDGE_ADDR = "hxe0", "10.212.254.1/24"
 SETUP_HINT = "run `sudo scripts/setup.sh` (it starts the harness's Docker engine)"
 
 
-def docker_host() -> str:
-    """The engine endpoint: HARNESS_DOCKER_HOST, else `substrates.docker.host` in
-    config.yaml, else the local harness engine's socket."""
+def docker_host(configured: str | None = None) -> str:
+    """The engine endpoint: HARNESS_DOCKER_HOST, else `configured` (a substrate's
+    `substrates.docker.host`, read from config.yaml when not given), else the local harness
+    engine's socket."""
     env = os.environ.get("HARNESS_DOCKER_HOST")
     if env:
         return env
-    return docker_settings().host or DEFAULT_HOST
+    if configured is None:
+        configured = docker_settings().host
+    return configured or DEFAULT_HOST
 
 
-def client(timeout: int = 120):
-    """A Docker SDK client of the harness engine, pinged; PreflightError with the fix."""
+def client(timeout: int = 120, host: str | None = None):
+    """A Docker SDK client of the engine at `host` (default: `docker_host()`), pinged;
+    PreflightError with the fix."""
     import docker
 
-    host = docker_host()
+    host = host or docker_host()
     try:
         c = docker.DockerClient(base_url=host, timeout=timeout)
         c.ping()
