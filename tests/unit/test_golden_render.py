@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.config import Settings
 from harness.paths import REPO_ROOT
 from harness.substrates.base import TrialSpec
 from harness.substrates.docker import DockerSubstrate, render_vars
@@ -35,7 +36,8 @@ def test_render_matches_golden(case, monkeypatch):
     spec_in = json.loads((case / "case.json").read_text())
     task = load_task(case / "task")
     spec = TrialSpec(spec_in["trial_id"], spec_in["campaign"], task, case, spec_in["image"])
-    sub = DockerSubstrate.__new__(DockerSubstrate)
+    monkeypatch.delenv("HARNESS_DOCKER_HOST", raising=False)
+    sub = DockerSubstrate(settings=Settings())
     tf_vars = render_vars(spec, spec_in["subnet"])
     doc = render_root(sub.terraform_module(), REPO_ROOT / spec_in["terraform_root"], tf_vars,
                       required_providers(sub.providers), sub.provider_config())
