@@ -53,21 +53,23 @@ def raw_run(client, image: str, i: int, subnet_index: int = 0) -> float:
                                  ipam=docker.types.IPAMConfig(pool_configs=[
                                      docker.types.IPAMPool(subnet=subnet)]),
                                  labels={"harness.trial": name})
-    c = client.containers.run(image, detach=True, name=name, hostname="node0", network=name,
-                              cap_add=["NET_ADMIN", "SYS_ADMIN"],
-                              tmpfs={"/run": "", "/run/lock": "", "/tmp": "exec"},
-                              volumes={"/sys/fs/cgroup": {"bind": "/sys/fs/cgroup",
-                                                          "mode": "ro"}},
-                              labels={"harness.trial": name})
-    c.exec_run(["mkdir", "-p", "/solution", "/tests", "/logs/verifier"])
-    c.put_archive("/solution", _tar(TASK / "solution"))
-    assert c.exec_run(["bash", "/solution/solve.sh"]).exit_code == 0
-    c.put_archive("/tests", _tar(TASK / "tests"))
-    c.exec_run(["bash", "/tests/test.sh"])
-    reward = json.loads(c.exec_run(["cat", "/logs/verifier/reward.json"]).output)["reward"]
-    assert reward == 1.0
-    c.remove(force=True)
-    net.remove()
+    try:
+        c = client.containers.run(image, detach=True, name=name, hostname="node0", network=name,
+                                  cap_add=["NET_ADMIN", "SYS_ADMIN"],
+                                  tmpfs={"/run": "exec", "/run/lock": "", "/tmp": "exec"},
+                                  cgroupns="private", security_opt=["no-new-privileges:true"],
+                                  labels={"harness.trial": name})
+        c.exec_run(["mkdir", "-p", "/solution", "/tests", "/logs/verifier"])
+        c.put_archive("/solution", _tar(TASK / "solution"))
+        assert c.exec_run(["bash", "/solution/solve.sh"]).exit_code == 0
+        c.put_archive("/tests", _tar(TASK / "tests"))
+        c.exec_run(["bash", "/tests/test.sh"])
+        reward = json.loads(c.exec_run(["cat", "/logs/verifier/reward.json"]).output)["reward"]
+        assert reward == 1.0
+    finally:
+        for obj in client.containers.list(all=True, filters={"name": name}):
+            obj.remove(force=True)
+        net.remove()
     return time.perf_counter() - t
 
 
@@ -84,8 +86,8 @@ def raw_cli_run(image: str, i: int) -> float:
       f"harness.trial={name}", name)
     d("run", "-d", "--name", name, "--hostname", "node0", "--network", name, "--label",
       f"harness.trial={name}", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_ADMIN",
-      "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp:exec",
-      "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro", image)
+      "--tmpfs", "/run:exec", "--tmpfs", "/run/lock", "--tmpfs", "/tmp:exec",
+      "--cgroupns", "private", "--security-opt", "no-new-privileges:true", image)
     d("cp", str(TASK / "solution"), f"{name}:/solution")
     d("exec", name, "bash", "/solution/solve.sh")
     d("cp", str(TASK / "tests"), f"{name}:/tests")
