@@ -15,6 +15,7 @@ import pytest
 
 from harness.agents import Agent, AgentOutcome, get_agent
 from harness.substrates import get_substrate
+from harness.substrates.docker import engine
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
 from tests.conftest import docker_ready, labeled
@@ -165,7 +166,8 @@ def test_keep_then_gc_removes_everything(tmp_path):
     rec = json.loads(res.stdout)
     trial_id = rec["trial_id"]
     kept = tmp_path / "adhoc" / "trials" / trial_id / "KEPT.txt"
-    assert "docker exec -it" in kept.read_text()
+    hint = kept.read_text()
+    assert f"docker -H {engine.docker_host()} exec -it hx-{trial_id}-node0 bash" in hint, hint
     assert len(labeled(trial_id)) == 2
     report = json.loads(cli("gc", "--trial", trial_id, "--json").stdout)
     assert len(report["found"]["docker"]) == 2
