@@ -166,9 +166,13 @@ def test_keep_then_gc_removes_everything(tmp_path):
     rec = json.loads(res.stdout)
     trial_id = rec["trial_id"]
     kept = tmp_path / "adhoc" / "trials" / trial_id / "KEPT.txt"
-    hint = kept.read_text()
-    assert f"docker -H {engine.docker_host()} exec -it hx-{trial_id}-node0 bash" in hint, hint
-    assert len(labeled(trial_id)) == 2
+    try:
+        hint = kept.read_text()
+        assert f"docker -H {engine.docker_host()} exec -it hx-{trial_id}-node0 bash" in hint, hint
+        assert len(labeled(trial_id)) == 2
+    except AssertionError:
+        cli("gc", "--trial", trial_id)
+        raise
     report = json.loads(cli("gc", "--trial", trial_id, "--json").stdout)
     assert len(report["found"]["docker"]) == 2
     assert labeled(trial_id) == []
