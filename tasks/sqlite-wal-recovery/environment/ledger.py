@@ -37,7 +37,8 @@ class Api(http.server.BaseHTTPRequestHandler):
                                        "WHERE id = ?", (int(self.path[8:]),)).fetchone()
                     if row is None:
                         return self.reply(404, {"error": "no such order"})
-                    return self.reply(200, dict(zip(("id", "customer", "amount_cents"), row)))
+                    return self.reply(200, dict(zip(("id", "customer", "amount_cents"), row,
+                                                        strict=True)))
         except (ValueError, sqlite3.Error) as exc:
             return self.reply(500, {"error": str(exc)})
         self.reply(404, {"error": "not found"})

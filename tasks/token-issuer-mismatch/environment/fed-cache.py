@@ -54,7 +54,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if CONF.get("VERIFY_ORIGIN_TOKENS", "true") == "true":
             try:
                 claims = fedlib.verify(tok, approval["jwks"])
-                if claims.get("ns") != ns or claims.get("sha256") != hashlib.sha256(data).hexdigest():
+                digest = hashlib.sha256(data).hexdigest()
+                if claims.get("ns") != ns or claims.get("sha256") != digest:
                     raise fedlib.KeyMismatch("token does not cover this object")
             except fedlib.KeyMismatch as exc:
                 log(f"refusing {self.path}: namespace key-mismatch: {exc}")

@@ -29,7 +29,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/api/v1/namespaces/"):
             ns = "/" + self.path[len("/api/v1/namespaces/"):].strip("/")
             entry = approvals().get(ns)
-            return self.send(200, entry) if entry else self.send(404, {"error": "unknown namespace"})
+            if not entry:
+                return self.send(404, {"error": "unknown namespace"})
+            return self.send(200, entry)
         self.send(404, {"error": "not found"})
 
     def do_POST(self):

@@ -42,7 +42,7 @@ ssh node1 grep -qx VERIFY_ORIGIN_TOKENS=true /etc/fed-cache/cache.conf && verify
 sums=$( { sha256sum /usr/local/lib/fed/fedlib.py /usr/local/bin/fed-origin
           ssh node1 sha256sum /usr/local/lib/fed/fedlib.py /usr/local/bin/fed-registry /usr/local/bin/fed-cache
         } 2>/dev/null | cut -d' ' -f1 | tr '\n' ' ')
-[ "$sums" = "47b35fadac22fefdf0a57514c449e6e6390e5f7416e5a7117f08727ebfd699ce 1fe5f73a1805d62f04b671c0ae5ea01214a38bd3541c7800adca2c435ac37d1f 47b35fadac22fefdf0a57514c449e6e6390e5f7416e5a7117f08727ebfd699ce d3b17bb4f972ea1ea769a0f135edaf43a748e55d6bb3c6239bf9fcf41f87d5a0 62f566572742974c40a5284d65f55d2818b127e938b4ac1d2749ad172381c05a " ] \
+[ "$sums" = "47b35fadac22fefdf0a57514c449e6e6390e5f7416e5a7117f08727ebfd699ce 1fe5f73a1805d62f04b671c0ae5ea01214a38bd3541c7800adca2c435ac37d1f 47b35fadac22fefdf0a57514c449e6e6390e5f7416e5a7117f08727ebfd699ce d941ded1a466ff75eeba3edba818eb561a447eaf08b754fcba554e27f431da50 f7a71c6ec5f79f54a57faed6d86bbbb863468ce19ad4bb038f2f96d559c15dd4 " ] \
   && programs=true
 
 python3 - "$retrieved" "$content" "$approval" "$rebuilt" "$olog" "$clog" "$durable" "$marker" \
