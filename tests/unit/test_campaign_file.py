@@ -16,6 +16,7 @@ from harness.campaign import (
     write_plan,
 )
 from harness.errors import ConfigError, InputError, RegistryError
+from harness.task import discover_tasks, load_task
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,10 @@ def test_trial_ids_are_deterministic_and_distinct():
 def test_filters_select_by_layer(tmp_path):
     camp, _ = load_campaign(camp_file(tmp_path, tasks=[{"path": str(REPO / "tasks/*"),
                                                         "layer": ["L4"]}]))
-    assert [t.name for t in resolve_tasks(camp, tmp_path)] == ["nginx-tls-mismatch"]
+    l4 = sorted(p.name for p in discover_tasks(REPO / "tasks")
+                if load_task(p).config.metadata.layer == "L4")
+    assert "nginx-tls-mismatch" in l4 and "hello-docker" not in l4
+    assert sorted(t.name for t in resolve_tasks(camp, tmp_path)) == l4
 
 
 @pytest.mark.parametrize("doc,err,match", [
