@@ -1,0 +1,1 @@
+"""Placing trials on many hosts: the hosts file (`hosts`) and the placement policy."""
