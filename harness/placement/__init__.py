@@ -1,8 +1,10 @@
 """Placing trials on many hosts: the hosts file and the placement policy.
 
 - `hosts`: `HostSpec`/`HostsFile`, `load_hosts`, `default_hosts`, `resolve_hosts`;
-- `placer`: `Placer`, the synchronous, deterministic core (per-host pools, spread,
-  balance, fairness across configurations, drain);
+- `pools`: `HostPools`, per-host pools and the choice of a host for one trial (spread,
+  balance, seeded rank), drain, refusal;
+- `placer`: `Placer`, the fair queue on top (deficit counters across configurations,
+  reservations so large trials do not starve); synchronous and deterministic;
 - `aio`: `AsyncPlacer.hold(trial)`, the asyncio entry point for the campaign queue.
 """
 
@@ -21,8 +23,9 @@ from harness.placement.hosts import (
     load_hosts,
     resolve_hosts,
 )
-from harness.placement.placer import Demand, Placer
+from harness.placement.placer import Placer
+from harness.placement.pools import Demand, HostPools
 
-__all__ = ["ENGINE_FOR", "AsyncPlacer", "Demand", "DockerEndpoint", "HostCapacity", "HostSpec",
-           "HostsFile", "NoHostError", "Placer", "TLSFiles", "default_hosts", "hosts_path",
-           "load_hosts", "resolve_hosts"]
+__all__ = ["ENGINE_FOR", "AsyncPlacer", "Demand", "DockerEndpoint", "HostCapacity", "HostPools",
+           "HostSpec", "HostsFile", "NoHostError", "Placer", "TLSFiles", "default_hosts",
+           "hosts_path", "load_hosts", "resolve_hosts"]

@@ -13,7 +13,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.placement.placer import Demand, Placer
+from harness.placement.placer import Placer
+from harness.placement.pools import Demand
 
 
 class NoHostError(HarnessError):

@@ -1,282 +1,85 @@
-"""Placement: which host runs a trial, from per-host pools of cpus, memory and trial slots.
+"""Which waiting trial goes next: fair across configurations, no starving large trials.
 
-Every host has a pool of vCPUs and memory (after the over-commit of `harness/capacity.py`,
-less `HOST_RESERVE_MB`) and a slot count per substrate (`capacity.max_trials`, uncapped
-when absent). Trials of substrates that need no engine here (not in `ENGINE_FOR`) hold a
-slot only: their nodes live elsewhere.
+`submit` queues trials; `dispatch` places them while any fits and returns what to start:
 
-The choice for one trial (`place`) is a single pass over the hosts that may hold it:
+- fairness: the configuration (agent and model) with the fewest placements so far goes
+  first (a deficit counter; one that becomes active starts level with the least-served
+  active one, so it neither waits nor gets a burst), then the one listed first;
+- within a configuration: trials of the shape the hosts can hold fewest of at once first
+  (`_width`: large VMs and substrates only some hosts run before small containers; first-fit
+  decreasing packs better and keeps container-only hosts busy to the end), then the older;
+  a trial that fits nowhere now does not block the others;
+- no starving: when a configuration's first trial fits nowhere, a host is reserved for it
+  (the one closest to holding it); nothing else starts there unless that trial still fits
+  beside it. At most a tenth of the hosts (at least one) are reserved at a time.
 
-1. spread: the fewest earlier runs of the same (task, configuration) on that host, so the
-   attempts of a task land on distinct hosts while any is free;
-2. balance: the lowest dominant share (the largest of cpu, memory and slot use) after
-   placing it;
-3. a rank drawn from `seed`, so equal hosts are chosen the same way every run.
-
-Waiting trials (`submit`, then `dispatch`) are served fairly: the configuration with the
-fewest placements so far goes first (a deficit counter; one that becomes active starts
-level with the least-served active one), each taking its oldest trial that can fit
-somewhere now, so a large trial that fits nowhere does not block smaller ones and a
-configuration never starves. A shape (substrate, cpus, memory) that fit nowhere is skipped
-until capacity comes back: each shape keeps the hosts that may hold it, and a release
-adds only the host it freed, so a decision on a busy cluster looks at a few hosts, not all.
+The host for each trial is `HostPools._choose` (spread, balance, seeded rank).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
-import random
-from dataclasses import dataclass
 from typing import Any
 
-from harness.capacity import HOST_RESERVE_MB
-from harness.errors import InputError
-from harness.placement.hosts import ENGINE_FOR, HostsFile, HostSpec
+from harness.placement.hosts import HostsFile, HostSpec
+from harness.placement.pools import Demand, HostPools, Shape
 
-UNCAPPED = 1 << 30
-Shape = tuple[str, int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class Demand:
-    """What placement needs of a trial (from a `PlannedTrial` or a plan.json dict)."""
-
-    trial_id: str
-    task: str
-    config: str
-    substrate: str
-    cpus: int
-    memory_mb: int
-
-    @classmethod
-    def of(cls, trial: Any) -> Demand:
-        if isinstance(trial, Demand):
-            return trial
-        get = trial.get if isinstance(trial, dict) else (lambda k: getattr(trial, k, None))
-        agent, model, sub = get("agent"), get("model"), get("substrate")
-        hosted = sub in ENGINE_FOR
-        return cls(get("trial_id"), get("task"), f"{agent}:{model}" if model else agent, sub,
-                   int(get("cpus") or 0) if hosted else 0,
-                   int(get("memory_mb") or 0) if hosted else 0)
-
-    @property
-    def shape(self) -> Shape:
-        return (self.substrate, self.cpus, self.memory_mb)
-
-
-class _Pool:
-    """One host's capacity and what holds it."""
-
-    __slots__ = ("spec", "name", "rank", "cpus", "memory_mb", "used_cpus", "used_mb",
-                 "inv_cpus", "inv_mb", "slots", "running", "healthy")
-
-    def __init__(self, spec: HostSpec, rank: int, cpu_overcommit: float,
-                 memory_overcommit: float):
-        cap = spec.capacity
-        self.spec, self.name, self.rank = spec, spec.name, rank
-        self.cpus = int(cap.cpus * (cap.cpu_overcommit or cpu_overcommit))
-        self.memory_mb = int((cap.memory_mb - HOST_RESERVE_MB)
-                             * (cap.memory_overcommit or memory_overcommit))
-        self.used_cpus = self.used_mb = 0
-        self.inv_cpus, self.inv_mb = 1 / max(self.cpus, 1), 1 / max(self.memory_mb, 1)
-        self.slots: dict[str, list] = {}  # substrate -> [used, cap, 1/cap or 0]
-        self.running: dict[str, None] = {}
-        self.healthy = spec.enabled
-
-    def fits(self, shape: Shape) -> bool:
-        sub, cpus, mem = shape
-        slot = self.slots.get(sub)
-        return (self.healthy and slot is not None and slot[0] < slot[1]
-                and self.used_cpus + cpus <= self.cpus and self.used_mb + mem <= self.memory_mb)
-
-    def why_not(self, d: Demand) -> str | None:
-        """Why this host could not hold the trial even when idle (None: it could)."""
-        engine = ENGINE_FOR.get(d.substrate)
-        if not self.spec.enabled:
-            return "disabled in the hosts file"
-        if not self.healthy:
-            return "drained (its engine became unreachable)"
-        if engine and getattr(self.spec, engine) is None:
-            return f"no {engine} endpoint for substrate {d.substrate}"
-        if self.spec.capacity.max_trials.get(d.substrate) == 0:
-            return f"capacity.max_trials.{d.substrate} is 0"
-        if d.cpus > self.cpus or d.memory_mb > self.memory_mb:
-            return f"offers {self.memory_mb} MiB and {self.cpus} vCPUs (after over-commit)"
-        return None
+Heap = list[tuple[int, Demand]]
 
 
 class _Agent:
-    """A configuration's waiting trials: a heap (oldest first) per shape."""
+    """A configuration's waiting trials: a heap (oldest first) per shape, and its shapes
+    in dispatch order (width, shape)."""
 
-    __slots__ = ("order", "served", "queues", "waiting")
+    __slots__ = ("order", "served", "queues", "shapes", "waiting")
 
     def __init__(self, order: int):
         self.order, self.served, self.waiting = order, 0, 0
-        self.queues: dict[Shape, list[tuple[int, Demand]]] = {}
+        self.queues: dict[Shape, Heap] = {}
+        self.shapes: list[tuple[int, Shape]] = []
 
 
-class Placer:
-    """Per-host pools and the placement policy; synchronous and deterministic per seed.
+class Placer(HostPools):
+    """Per-host pools plus a fair queue; synchronous and deterministic per seed.
 
-    Direct use: `place(trial)` -> host name or None, `release(trial, host)`. Queue use:
-    `submit(trial)` for every trial, then `dispatch()` -> [(trial_id, host)] to start,
-    after each submit or release. `drain(host)` takes a failed host out.
+    Direct use: `place(trial)` -> host or None, `release(trial, host)`. Queue use:
+    `submit(trial)` for every trial, then `dispatch()` -> [(trial_id, host)] to start, after
+    each submit, release or drain. `drain(host)` takes a failed host out; `stranded()` then
+    lists the waiting trials no usable host could hold.
     """
 
     def __init__(self, hosts: HostsFile | list[HostSpec], *, cpu_overcommit: float = 4.0,
                  memory_overcommit: float = 1.0, seed: int = 0):
-        specs = hosts.hosts if isinstance(hosts, HostsFile) else list(hosts)
-        ranks = list(range(len(specs)))
-        random.Random(seed).shuffle(ranks)
-        self._pools = [_Pool(s, r, cpu_overcommit, memory_overcommit)
-                       for s, r in zip(specs, ranks, strict=True)]
-        self._index = {p.name: i for i, p in enumerate(self._pools)}
-        self._hosts_for: dict[str, list[int]] = {}
-        self._cand: dict[Shape, set[int]] = {}  # hosts that may hold the shape (all: absent)
-        self._seen: dict[tuple[str, str], dict[int, int]] = {}
-        self._running: dict[str, tuple[int, Demand]] = {}
+        super().__init__(hosts, cpu_overcommit=cpu_overcommit,
+                         memory_overcommit=memory_overcommit, seed=seed)
         self._agents: dict[str, _Agent] = {}
         self._waiting: dict[str, Demand] = {}
         self._seq: dict[str, int] = {}
         self._counter = itertools.count()
+        self._reserved: dict[str, int] = {}  # trial id -> host index
+        self._widths: dict[Shape, int] = {}
+        self._reopened = 0  # counts reservations given up (room for others came back)
+        self.max_reserved = max(1, len(self._pools) // 10)
 
     @property
-    def hosts(self) -> list[str]:
-        return [p.name for p in self._pools]
+    def waiting(self) -> int:
+        return len(self._waiting)
 
-    def _eligible(self, sub: str) -> list[int]:
-        """Hosts that run the substrate at all (their slot counters made on first sight)."""
-        found = self._hosts_for.get(sub)
-        if found is None:
-            found = self._hosts_for[sub] = []
-            for i, p in enumerate(self._pools):
-                if p.spec.enabled and p.spec.runs(sub):
-                    cap = p.spec.capacity.max_trials.get(sub, UNCAPPED)
-                    p.slots[sub] = [0, cap, 0.0 if cap == UNCAPPED else 1 / cap]
-                    found.append(i)
-        return found
-
-    def _choose(self, d: Demand) -> int | None:
-        """The best host for the trial now (see the module docstring), or None."""
-        shape = d.shape
-        sub, cpus, mem = shape
-        cand = self._cand.get(shape)
-        idxs = self._eligible(sub) if cand is None else cand
-        seen = self._seen.get((d.task, d.config)) or {}
-        pools = self._pools
-        best, best_key, fits = None, None, []
-        for i in idxs:
-            p = pools[i]
-            slot = p.slots[sub]
-            uc, um, us = p.used_cpus + cpus, p.used_mb + mem, slot[0] + 1
-            if not p.healthy or uc > p.cpus or um > p.memory_mb or us > slot[1]:
-                continue
-            fits.append(i)
-            share = max(uc * p.inv_cpus, um * p.inv_mb, us * slot[2])
-            key = (seen.get(i, 0), share, p.rank)
-            if best_key is None or key < best_key:
-                best, best_key = i, key
-        self._cand[shape] = set(fits)
-        return best
-
-    def _commit(self, d: Demand, i: int) -> str:
-        p = self._pools[i]
-        p.used_cpus += d.cpus
-        p.used_mb += d.memory_mb
-        p.slots[d.substrate][0] += 1
-        p.running[d.trial_id] = None
-        self._running[d.trial_id] = (i, d)
-        seen = self._seen.setdefault((d.task, d.config), {})
-        seen[i] = seen.get(i, 0) + 1
-        return p.name
-
-    def _free(self, tid: str) -> int:
-        i, d = self._running.pop(tid)
-        p = self._pools[i]
-        p.used_cpus -= d.cpus
-        p.used_mb -= d.memory_mb
-        p.slots[d.substrate][0] -= 1
-        del p.running[tid]
-        return i
-
-    def place(self, trial: Any) -> str | None:
-        """Reserve room for the trial on the best host that can hold it now."""
-        d = Demand.of(trial)
-        if d.trial_id in self._running:
-            raise ValueError(f"trial {d.trial_id} is already placed")
-        i = self._choose(d)
-        return None if i is None else self._commit(d, i)
-
-    def release(self, trial: Any, host: str | None = None) -> bool:
-        """Give the trial's room back; False when it holds none (drained, or released, or
-        placed again elsewhere since: a stale release with the old host is a no-op)."""
-        tid = trial if isinstance(trial, str) else Demand.of(trial).trial_id
-        entry = self._running.get(tid)
-        if entry is None or (host is not None and self._pools[entry[0]].name != host):
-            return False
-        i = self._free(tid)
-        p = self._pools[i]
-        if p.healthy:
-            for shape, cand in self._cand.items():
-                if i not in cand and p.fits(shape):
-                    cand.add(i)
-        return True
-
-    def drain(self, host: str) -> list[str]:
-        """Take a failed host out: nothing new goes there; returns the ids of the trials
-        that ran on it (no longer held), for the queue to end as pre-window failures and
-        submit again. `stranded()` then lists waiting trials no other host can hold."""
-        p = self._pools[self._index[host]]
-        p.healthy = False
-        ids = list(p.running)
-        for tid in ids:
-            self._free(tid)
-        return ids
-
-    def restore(self, host: str) -> None:
-        """Put a drained host back (its engine answers again)."""
-        i = self._index[host]
-        p = self._pools[i]
-        if not p.spec.enabled:
-            raise ValueError(f"host {host} is disabled in the hosts file")
-        p.healthy = True
-        for shape, cand in self._cand.items():
-            if shape[0] in p.slots:
-                cand.add(i)
-
-    def host_of(self, trial_id: str) -> str | None:
-        entry = self._running.get(trial_id)
-        return None if entry is None else self._pools[entry[0]].name
-
-    def refuse_reasons(self, trial: Any) -> list[str]:
-        """`host: reason` for every host when no host could hold the trial even idle;
-        empty when one could."""
-        d = Demand.of(trial)
-        reasons = []
-        for p in self._pools:
-            why = p.why_not(d)
-            if why is None:
-                return []
-            reasons.append(f"{p.name}: {why}")
-        return reasons
-
-    def check(self, trials: list[Any]) -> None:
-        """Refuse, before anything starts, a trial that no host could hold alone."""
-        done: set[Shape] = set()
-        for trial in trials:
-            d = Demand.of(trial)
-            if d.shape in done:
-                continue
-            done.add(d.shape)
-            reasons = self.refuse_reasons(d)
-            if reasons:
-                more = f"; (+{len(reasons) - 3} more hosts)" if len(reasons) > 3 else ""
-                raise InputError(
-                    f"trial {d.trial_id} needs {d.memory_mb} MiB and {d.cpus} vCPUs on "
-                    f"{d.substrate}; no host can hold it: {'; '.join(reasons[:3])}{more}; "
-                    "lower memory_mb/cpus in task.toml, or add a host or raise its capacity "
-                    "in the hosts file", key="environment.memory_mb")
+    def _width(self, shape: Shape) -> int:
+        """How many trials of the shape all hosts could hold at once, idle."""
+        width = self._widths.get(shape)
+        if width is None:
+            sub, cpus, mem = shape
+            width = 0
+            for i in self._eligible(sub):
+                p = self._pools[i]
+                n = p.slots[sub][1]
+                n = min(n, p.cpus // cpus) if cpus else n
+                width += min(n, p.memory_mb // mem) if mem else n
+            self._widths[shape] = width
+        return width
 
     def submit(self, trial: Any) -> None:
         """Queue a trial for `dispatch` (a re-submitted one keeps its place: first)."""
@@ -292,7 +95,11 @@ class Placer:
             active = [a.served for a in self._agents.values() if a.waiting]
             if active:
                 agent.served = max(agent.served, min(active))
-        heapq.heappush(agent.queues.setdefault(d.shape, []), (seq, d))
+        heap = agent.queues.get(d.shape)
+        if heap is None:
+            heap = agent.queues[d.shape] = []
+            bisect.insort(agent.shapes, (self._width(d.shape), d.shape))
+        heapq.heappush(heap, (seq, d))
         agent.waiting += 1
         self._waiting[tid] = d
 
@@ -302,42 +109,71 @@ class Placer:
         if d is None:
             return False
         self._agents[d.config].waiting -= 1
+        self._unreserve(trial_id)
         return True
 
-    @property
-    def waiting(self) -> int:
-        return len(self._waiting)
+    def _unreserve(self, trial_id: str) -> None:
+        i = self._reserved.pop(trial_id, None)
+        if i is not None:
+            self._pools[i].reserved = None
+            self._reopen(i)
+            self._reopened += 1
 
-    def _pick(self) -> tuple[_Agent, list] | None:
-        """The least-served configuration with a trial that may fit: its oldest such."""
-        waiting, cand = self._waiting, self._cand
-        for agent in sorted((a for a in self._agents.values() if a.waiting),
-                            key=lambda a: (a.served, a.order)):
-            head, empty = None, []
-            for shape, heap in agent.queues.items():
-                while heap and waiting.get(heap[0][1].trial_id) is not heap[0][1]:
-                    heapq.heappop(heap)  # withdrawn or re-submitted
-                if not heap:
-                    empty.append(shape)
-                    continue
+    def _commit(self, d: Demand, i: int) -> str:
+        self._unreserve(d.trial_id)
+        return super()._commit(d, i)
+
+    def _choose(self, d: Demand, also: int | None = None) -> int | None:
+        return super()._choose(d, self._reserved.get(d.trial_id))
+
+    def drain(self, host: str) -> list[str]:
+        r = self._pools[self._index[host]].reserved
+        if r is not None:
+            self._unreserve(r.trial_id)
+        return super().drain(host)
+
+    def _first(self, agent: _Agent, ready: bool = True) -> Heap | None:
+        """The heap holding the agent's next trial (`ready`: among those that may fit
+        somewhere now, a reserved trial counting its host)."""
+        cand, waiting, reserved, pools = self._cand, self._waiting, self._reserved, self._pools
+        best, best_w, empty = None, 0, []
+        for w, shape in agent.shapes:
+            if best is not None and w > best_w:
+                break
+            heap = agent.queues[shape]
+            while heap and waiting.get(heap[0][1].trial_id) is not heap[0][1]:
+                heapq.heappop(heap)  # withdrawn or re-submitted
+            if not heap:
+                empty.append((w, shape))
+                continue
+            if ready:
                 c = cand.get(shape)
-                if (c is None or c) and (head is None or heap[0][0] < head[0][0]):
-                    head = heap
-            for shape in empty:
-                del agent.queues[shape]
-            if head is not None:
-                return agent, head
-        return None
+                if c is not None and not c:
+                    i = reserved.get(heap[0][1].trial_id) if reserved else None
+                    if i is None or not pools[i].fits(shape):
+                        continue
+            if best is None or heap[0][0] < best[0][0]:
+                best, best_w = heap, w
+        for entry in empty:
+            agent.shapes.remove(entry)
+            del agent.queues[entry[1]]
+        return best
+
+    def _active(self) -> list[_Agent]:
+        return sorted((a for a in self._agents.values() if a.waiting),
+                      key=lambda a: (a.served, a.order))
 
     def dispatch(self, limit: int | None = None) -> list[tuple[str, str]]:
         """Place waiting trials fairly while any fits: [(trial_id, host)] to start now."""
         out: list[tuple[str, str]] = []
-        while limit is None or len(out) < limit:
-            picked = self._pick()
-            if picked is None:
+        agents, reopened = self._active(), self._reopened
+        while agents and (limit is None or len(out) < limit):
+            heap = None
+            while agents and (heap := self._first(agents[0])) is None:
+                agents.pop(0)  # nothing of it fits now; capacity only shrinks in this call
+            if heap is None:
                 break
-            agent, heap = picked
-            d = heap[0][1]
+            agent, d = agents[0], heap[0][1]
             i = self._choose(d)
             if i is None:
                 continue  # the shape fits nowhere now: skipped until a release
@@ -346,7 +182,39 @@ class Placer:
             agent.waiting -= 1
             agent.served += 1
             out.append((d.trial_id, self._commit(d, i)))
+            if self._reopened != reopened:  # a reservation given up: others may fit again
+                agents, reopened = self._active(), self._reopened
+            else:
+                agents = sorted((a for a in agents if a.waiting),
+                                key=lambda a: (a.served, a.order))
+        if limit is None or len(out) < limit:
+            self._reserve()
         return out
+
+    def _reserve(self) -> None:
+        """Reserve a host for each configuration's first trial that fits nowhere now."""
+        if len(self._reserved) >= self.max_reserved:
+            return
+        for agent in self._active():
+            heap = self._first(agent, ready=False)
+            if heap is None:
+                continue
+            d = heap[0][1]
+            cand = self._cand.get(d.shape)
+            if d.trial_id in self._reserved or cand is None or cand:
+                continue  # already reserved for, or not known to fit nowhere
+            best, best_key = None, None
+            for i in self._eligible(d.substrate):
+                p = self._pools[i]
+                if p.healthy and p.reserved is None and p.why_not(d) is None:
+                    key = (p.shortfall(d), p.rank)
+                    if best_key is None or key < best_key:
+                        best, best_key = i, key
+            if best is not None:
+                self._pools[best].reserved = d
+                self._reserved[d.trial_id] = best
+                if len(self._reserved) >= self.max_reserved:
+                    return
 
     def stranded(self) -> list[str]:
         """Waiting trials no usable host could hold any more (after a drain)."""
@@ -358,10 +226,3 @@ class Placer:
             if memo[d.shape]:
                 out.append(tid)
         return out
-
-    def usage(self) -> dict[str, dict[str, Any]]:
-        """Per host: healthy, used/available vCPUs and memory, running trials by substrate."""
-        return {p.name: {"healthy": p.healthy, "cpus": [p.used_cpus, p.cpus],
-                         "memory_mb": [p.used_mb, p.memory_mb],
-                         "trials": {s: v[0] for s, v in p.slots.items() if v[0]}}
-                for p in self._pools}

@@ -215,7 +215,7 @@ def test_capacity_never_exceeded(caps, ops):
             assert spec["name"] not in drained or not mine
         assert {tid: p.host_of(tid) for tid in held} == held
         for tid in p._waiting:  # work-conserving: nothing waits that some host could hold
-            assert not any(pool.fits(Demand.of(trials[tid]).shape) for pool in p._pools)
+            assert not any(pool.admits(Demand.of(trials[tid])) for pool in p._pools)
 
 
 def test_attempts_spread_over_distinct_hosts():
@@ -241,16 +241,23 @@ def test_fair_across_configurations():
     assert order == "aa" + "ab" * 6  # the late one alternates at once, and gets no burst
 
 
-def test_large_trial_skipped_then_served_first():
-    p = placer(host("a", cpus=8, memory_mb=9216))
-    p.submit(trial("s0", memory_mb=4096))
+def test_large_first_not_blocking_and_not_starved():
+    p = placer(host("a", cpus=8, memory_mb=9216))  # 8 vCPUs, 8192 MiB
+    p.submit(trial("small", memory_mb=2048))
+    p.submit(trial("large", memory_mb=4096))
+    assert [t for t, _ in p.dispatch()] == ["large", "small"]  # first-fit decreasing
     p.submit(trial("big", memory_mb=8192))
     p.submit(trial("s1", memory_mb=2048))
-    assert [t for t, _ in p.dispatch()] == ["s0", "s1"]  # big fits nowhere now: skipped
+    assert p.dispatch() == [("s1", "a")]  # big fits nowhere now: it does not block s1
+    assert p.usage()["a"]["reserved_for"] == "big"  # ... and the host is kept for it
+    p.release("small")
     p.submit(trial("s2", memory_mb=2048))
-    p.release("s0")
+    assert p.dispatch() == []  # s2 would fit, but not beside big: it waits
+    p.release("large")
     p.release("s1")
-    assert [t for t, _ in p.dispatch()] == ["big"]  # the oldest waiting goes first
+    assert p.dispatch() == [("big", "a")] and p.usage()["a"]["reserved_for"] == "s2"
+    p.release("big")
+    assert p.dispatch() == [("s2", "a")]
 
 
 def test_drain_returns_running_and_blocks_new():
