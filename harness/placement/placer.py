@@ -59,6 +59,7 @@ class Placer(HostPools):
         self._seq: dict[str, int] = {}
         self._counter = itertools.count()
         self._reserved: dict[str, int] = {}  # trial id -> host index
+        self._rshapes: set[Shape] = set()  # their shapes
         self._widths: dict[Shape, int] = {}
         self._reopened = 0  # counts reservations given up (room for others came back)
         self.max_reserved = max(1, len(self._pools) // 10)
@@ -116,6 +117,7 @@ class Placer(HostPools):
         i = self._reserved.pop(trial_id, None)
         if i is not None:
             self._pools[i].reserved = None
+            self._rshapes = {self._pools[j].reserved.shape for j in self._reserved.values()}
             self._reopen(i)
             self._reopened += 1
 
@@ -135,28 +137,33 @@ class Placer(HostPools):
     def _first(self, agent: _Agent, ready: bool = True) -> Heap | None:
         """The heap holding the agent's next trial (`ready`: among those that may fit
         somewhere now, a reserved trial counting its host)."""
-        cand, waiting, reserved, pools = self._cand, self._waiting, self._reserved, self._pools
+        cand, waiting, queues = self._cand, self._waiting, agent.queues
+        reserved, rshapes = self._reserved, self._rshapes
         best, best_w, empty = None, 0, []
         for w, shape in agent.shapes:
             if best is not None and w > best_w:
                 break
-            heap = agent.queues[shape]
+            blocked = False
+            if ready:
+                c = cand.get(shape)
+                blocked = c is not None and not c
+                if blocked and shape not in rshapes:
+                    continue
+            heap = queues[shape]
             while heap and waiting.get(heap[0][1].trial_id) is not heap[0][1]:
                 heapq.heappop(heap)  # withdrawn or re-submitted
             if not heap:
                 empty.append((w, shape))
                 continue
-            if ready:
-                c = cand.get(shape)
-                if c is not None and not c:
-                    i = reserved.get(heap[0][1].trial_id) if reserved else None
-                    if i is None or not pools[i].fits(shape):
-                        continue
+            if blocked:
+                i = reserved.get(heap[0][1].trial_id)
+                if i is None or not self._pools[i].fits(shape):
+                    continue
             if best is None or heap[0][0] < best[0][0]:
                 best, best_w = heap, w
         for entry in empty:
             agent.shapes.remove(entry)
-            del agent.queues[entry[1]]
+            del queues[entry[1]]
         return best
 
     def _active(self) -> list[_Agent]:
@@ -213,6 +220,7 @@ class Placer(HostPools):
             if best is not None:
                 self._pools[best].reserved = d
                 self._reserved[d.trial_id] = best
+                self._rshapes.add(d.shape)
                 if len(self._reserved) >= self.max_reserved:
                     return
 
