@@ -4,13 +4,12 @@
 - `pools`: `HostPools`, per-host pools and the choice of a host for one trial (spread,
   balance, seeded rank), drain, refusal;
 - `placer`: `Placer`, the fair queue on top (deficit counters across configurations,
-  reservations so large trials do not starve); synchronous and deterministic;
-- `aio`: `AsyncPlacer.hold(trial)`, the asyncio entry point for the campaign queue.
+  first-fit decreasing, reservations so large trials do not starve), synchronous and
+  deterministic; `AsyncPlacer.hold(trial)`, the asyncio entry point for the campaign queue.
 """
 
 from __future__ import annotations
 
-from harness.placement.aio import AsyncPlacer, NoHostError
 from harness.placement.hosts import (
     ENGINE_FOR,
     DockerEndpoint,
@@ -23,7 +22,7 @@ from harness.placement.hosts import (
     load_hosts,
     resolve_hosts,
 )
-from harness.placement.placer import Placer
+from harness.placement.placer import AsyncPlacer, NoHostError, Placer
 from harness.placement.pools import Demand, HostPools
 
 __all__ = ["ENGINE_FOR", "AsyncPlacer", "Demand", "DockerEndpoint", "HostCapacity", "HostPools",

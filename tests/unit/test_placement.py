@@ -260,6 +260,28 @@ def test_large_first_not_blocking_and_not_starved():
     assert p.dispatch() == [("s2", "a")]
 
 
+def test_narrow_substrate_first_and_reservations_bounded():
+    p = placer(host("dock", cpus=8, memory_mb=9216, libvirt=None),
+               *(host(f"v{i}", cpus=8, memory_mb=9216) for i in range(10)))
+    p.submit(trial("ctr", sub="docker", memory_mb=1024))
+    p.submit(trial("vm1", memory_mb=1024))
+    assert [t for t, _ in p.dispatch()] == ["vm1", "ctr"]  # fewer hosts run VMs: first
+    idle = sum(u["memory_mb"][0] == 0 for h, u in p.usage().items() if h != "dock")
+    for k in range(12):  # one per configuration: more than the VM hosts can hold
+        p.submit(trial(f"f{k}", agent=f"a{k}", memory_mb=8192))
+    assert len(p.dispatch()) == idle and p.waiting == 12 - idle
+
+    def reserved() -> dict[str, str]:
+        return {h: u["reserved_for"] for h, u in p.usage().items() if u["reserved_for"]}
+
+    assert len(reserved()) == p.max_reserved == 1  # a tenth of the hosts, at least one
+    (held,) = reserved()
+    p.drain(held)
+    assert reserved() == {}
+    p.dispatch()
+    assert len(reserved()) == 1 and held not in reserved()
+
+
 def test_drain_returns_running_and_blocks_new():
     p = placer(host("a"), host("b", libvirt=None))
     assert p.place(trial("v1")) == "a" and p.place(trial("d1", sub="docker")) in ("a", "b")
@@ -338,5 +360,7 @@ def test_async_hold_waits_releases_and_fails_stranded():
             await stuck
         await holder
         assert p.usage()["a"]["trials"] == {}
+        with pytest.raises(NoHostError, match="no host can hold it: a: drained"):
+            await run("five")
 
     asyncio.run(main())
