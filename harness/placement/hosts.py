@@ -28,10 +28,10 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.capacity import host_memory_mb
 from harness.errors import ConfigError
 from harness.paths import harness_home
 from harness.substrates import names as substrate_names
+from harness.substrates.common import host_memory_mb
 from harness.validation import describe, model_at
 
 LOCAL_DOCKER = "unix:///run/harness/docker.sock"

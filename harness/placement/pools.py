@@ -26,9 +26,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from harness.capacity import HOST_RESERVE_MB
 from harness.errors import InputError
 from harness.placement.hosts import ENGINE_FOR, HostsFile, HostSpec
+from harness.substrates.common import HOST_RESERVE_MB
 
 UNCAPPED = 1 << 30
 Shape = tuple[str, int, int]
