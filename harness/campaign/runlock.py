@@ -22,14 +22,17 @@ from harness.paths import RunPaths
 _held: dict[str, int] = {}
 
 
-def _path(run_dir: Path) -> Path:
-    return RunPaths(Path(run_dir)).lock
+def _path(run_dir: Path, shard: str = "") -> Path:
+    """`<run>/.lock`, or `<run>/.lock.K-N` for shard K/N (shards of one campaign may run at
+    once in one run directory on shared storage: they never share a trial)."""
+    lock = RunPaths(Path(run_dir)).lock
+    return lock.with_name(f"{lock.name}.{shard.replace('/', '-')}") if shard else lock
 
 
-def acquire(run_dir: Path, command: str) -> None:
+def acquire(run_dir: Path, command: str, shard: str = "") -> None:
     """Take the run directory's lock for this process (kept until it exits); InputError
     (exit 2) naming the holder when another process has it. Re-entrant per process."""
-    path = _path(run_dir)
+    path = _path(run_dir, shard)
     key = str(path.resolve())
     if key in _held:
         return

@@ -51,6 +51,8 @@ def apply(
     concurrency: int = typer.Option(None, "--concurrency", "-j", help="Total parallel trials."),
     force: bool = typer.Option(False, "--force", help="Re-run finished trials that changed."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    shard: str = typer.Option(None, "--shard", help="K/N: run a deterministic 1/N of the "
+                              "trials (N controllers share one campaign)."),
 ) -> None:
     """Run every trial without a final result; resume after a crash; Ctrl-C stops cleanly."""
     from rich.console import Console
@@ -76,7 +78,7 @@ def apply(
 
     with progress:
         summary = apply_campaign(target, out, concurrency, force, on_change,
-                                 log=(lambda m: None) if as_json else con.print)
+                                 log=(lambda m: None) if as_json else con.print, shard=shard)
     if as_json:
         print(json.dumps(summary, indent=2))
     else:

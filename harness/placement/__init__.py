@@ -11,13 +11,13 @@
 from __future__ import annotations
 
 from harness.placement.hosts import (
-    ENGINE_FOR,
     DockerEndpoint,
     HostCapacity,
     HostsFile,
     HostSpec,
     TLSFiles,
     default_hosts,
+    engine_for,
     hosts_path,
     load_hosts,
     resolve_hosts,
@@ -25,6 +25,7 @@ from harness.placement.hosts import (
 from harness.placement.placer import AsyncPlacer, NoHostError, Placer
 from harness.placement.pools import Demand, HostPools
 
-__all__ = ["ENGINE_FOR", "AsyncPlacer", "Demand", "DockerEndpoint", "HostCapacity", "HostPools",
+__all__ = ["AsyncPlacer", "Demand", "DockerEndpoint", "HostCapacity", "HostPools",
            "HostSpec", "HostsFile", "NoHostError", "Placer", "TLSFiles", "default_hosts",
+           "engine_for",
            "hosts_path", "load_hosts", "resolve_hosts"]

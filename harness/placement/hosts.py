@@ -19,6 +19,8 @@ as `harness/capacity.py` does. Every error is one line: `file: key: message (val
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -28,20 +30,29 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, RegistryError
 from harness.paths import harness_home
+from harness.substrates import classes as substrate_classes
 from harness.substrates import names as substrate_names
+from harness.substrates import substrate_class
 from harness.substrates.common import host_memory_mb
 from harness.validation import describe, model_at
 
-LOCAL_DOCKER = "unix:///run/harness/docker.sock"
-LOCAL_LIBVIRT = "qemu:///system"
 DOCKER_SCHEMES = ("unix", "ssh", "tcp")
 LIBVIRT_SCHEMES = ("qemu", "qemu+ssh", "qemu+tls")
 LIBVIRT_PARAMS = ("keyfile", "known_hosts", "no_tty", "pkipath", "socket")
-ENGINE_FOR = {"docker": "docker", "vm": "libvirt", "vm-cluster": "libvirt"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$")
+
+
+@functools.cache
+def engine_for(substrate: str) -> str:
+    """The hosts-file endpoint a substrate runs on (its `engine`: docker, libvirt), asked of
+    the registry; empty for one whose nodes live elsewhere or that is unknown here."""
+    try:
+        return substrate_class(substrate).engine
+    except RegistryError:
+        return ""
 
 
 def _split(url: str, schemes: tuple[str, ...]):
@@ -83,11 +94,32 @@ class TLSFiles(BaseModel):
 
 
 class DockerEndpoint(BaseModel):
-    """A Docker engine: `unix:///path`, `ssh://[user@]host[:port]` or `tcp://host:port`+tls."""
+    """A Docker engine: `unix:///path`, `ssh://[user@]host[:port]` or `tcp://host:port`+tls;
+    `pool`: where its trial subnets come from (default: `substrates.docker.pool`), distinct
+    per engine when several share one kernel."""
 
     model_config = ConfigDict(extra="forbid")
     url: str
     tls: TLSFiles | None = None
+    pool: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_only(cls, v: Any) -> Any:
+        return {"url": v} if isinstance(v, str) else v
+
+    @field_validator("pool")
+    @classmethod
+    def _pool(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            net = ipaddress.ip_network(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not a network (valid: e.g. 10.219.0.0/16)") from None
+        if net.version != 4 or net.prefixlen > 24:
+            raise ValueError(f"{v!r}: an IPv4 network of /24 or larger")
+        return v
 
     @field_validator("url")
     @classmethod
@@ -157,11 +189,6 @@ class HostSpec(BaseModel):
                              "at most 63 characters, no leading or trailing '-'")
         return v
 
-    @field_validator("docker", mode="before")
-    @classmethod
-    def _docker_str(cls, v: Any) -> Any:
-        return {"url": v} if isinstance(v, str) else v
-
     @field_validator("libvirt")
     @classmethod
     def _libvirt(cls, v: str | None) -> str | None:
@@ -197,7 +224,7 @@ class HostSpec(BaseModel):
         if self.docker is None and self.libvirt is None:
             raise ValueError("needs an engine: docker and/or libvirt")
         for sub, n in self.capacity.max_trials.items():
-            engine = ENGINE_FOR.get(sub)
+            engine = engine_for(sub)
             if n and engine and getattr(self, engine) is None:
                 raise ValueError(f"capacity.max_trials.{sub} needs a {engine} endpoint "
                                  f"(or set it to 0)")
@@ -205,7 +232,7 @@ class HostSpec(BaseModel):
 
     def runs(self, substrate: str) -> bool:
         """Whether this host can run the substrate at all (engine present, not capped at 0)."""
-        engine = ENGINE_FOR.get(substrate)
+        engine = engine_for(substrate)
         if engine and getattr(self, engine) is None:
             return False
         return self.capacity.max_trials.get(substrate, 1) > 0
@@ -282,10 +309,19 @@ def load_hosts(source: str | Path | dict | list, file: str | None = None) -> Hos
         raise ConfigError(msg, file=file, key=key or None) from None
 
 
+def local_endpoints() -> dict[str, str]:
+    """This machine's engines, by hosts-file key, as its substrates reach them."""
+    out: dict[str, str] = {}
+    for cls in substrate_classes().values():
+        if cls.engine:
+            out[cls.engine] = cls.local_endpoint()
+    return out
+
+
 def default_hosts() -> HostsFile:
     """The local machine as the single host: its cores and memory, the harness's engines."""
     return HostsFile(hosts=[HostSpec(
-        name="local", docker=LOCAL_DOCKER, libvirt=LOCAL_LIBVIRT,
+        name="local", **local_endpoints(),
         capacity=HostCapacity(cpus=os.cpu_count() or 1,
                               memory_mb=max(host_memory_mb(), 2048)))])
 

@@ -2,7 +2,7 @@
 
 Every host has a pool of vCPUs and memory (after the over-commit of `harness/capacity.py`,
 less `HOST_RESERVE_MB`) and a slot count per substrate (`capacity.max_trials`, uncapped
-when absent). Trials of substrates that need no engine here (not in `ENGINE_FOR`) hold a
+when absent). Trials of substrates that need no engine here (no `engine`) hold a
 slot only: their nodes live elsewhere.
 
 The choice for one trial (`place`) is a single pass over the hosts that may hold it:
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import InputError
-from harness.placement.hosts import ENGINE_FOR, HostsFile, HostSpec
+from harness.placement.hosts import HostsFile, HostSpec, engine_for
 from harness.substrates.common import HOST_RESERVE_MB
 
 UNCAPPED = 1 << 30
@@ -51,7 +51,7 @@ class Demand:
             return trial
         get = trial.get if isinstance(trial, dict) else (lambda k: getattr(trial, k, None))
         agent, model, sub = get("agent"), get("model"), get("substrate")
-        hosted = sub in ENGINE_FOR
+        hosted = bool(engine_for(sub))
         return cls(get("trial_id"), get("task"), f"{agent}:{model}" if model else agent, sub,
                    int(get("cpus") or 0) if hosted else 0,
                    int(get("memory_mb") or 0) if hosted else 0)
@@ -114,7 +114,7 @@ class Pool:
 
     def why_not(self, d: Demand) -> str | None:
         """Why this host could not hold the trial even when idle (None: it could)."""
-        engine = ENGINE_FOR.get(d.substrate)
+        engine = engine_for(d.substrate)
         if not self.spec.enabled:
             return "disabled in the hosts file"
         if not self.healthy:

@@ -21,7 +21,7 @@ from harness.placement import (
     load_hosts,
     resolve_hosts,
 )
-from harness.placement.hosts import LOCAL_DOCKER
+from harness.substrates.docker.engine import docker_host
 
 SSH = "ssh://hx@build-1"
 VIRT = "qemu+ssh://hx@build-1/system"
@@ -133,7 +133,7 @@ def test_hosts_file_unreadable(tmp_path):
 
 def test_default_and_resolved_hosts(tmp_path, monkeypatch):
     (local,) = default_hosts().hosts
-    assert (local.name, local.docker.url, local.libvirt) == ("local", LOCAL_DOCKER,
+    assert (local.name, local.docker.url, local.libvirt) == ("local", docker_host(),
                                                               "qemu:///system")
     assert local.capacity.cpus == os.cpu_count()
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path))

@@ -17,10 +17,15 @@ from harness.errors import InputError, SubstrateError
 from harness.paths import harness_home
 
 STALE_SEC = 900
+DEFAULT_POOL = "10.213.0.0/16"
 
 
-def _reservations() -> Path:
+def _reservations(pool: str | None = None) -> Path:
+    """The reservations of `pool`: `$HARNESS_HOME/subnets` for the default pool, a folder
+    of its own for another one (a host of the hosts file with its own `pool`)."""
     d = harness_home() / "subnets"
+    if pool and pool != DEFAULT_POOL:
+        d = d / pool.replace("/", "_")
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -52,7 +57,7 @@ def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
         return str(net)
     subnets = list(ipaddress.ip_network(pool).subnets(new_prefix=prefix))
     start = int(hashlib.sha256(trial_id.encode()).hexdigest(), 16) % len(subnets)
-    resv = _reservations()
+    resv = _reservations(pool)
     for i in range(len(subnets)):
         idx = (start + i) % len(subnets)
         net = subnets[idx]
@@ -77,8 +82,8 @@ def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
     raise SubstrateError("docker", f"no free /{prefix} subnet left in pool {pool}")
 
 
-def release_subnet(trial_id: str) -> None:
-    for path in _reservations().iterdir():
+def release_subnet(trial_id: str, pool: str | None = None) -> None:
+    for path in _reservations(pool).iterdir():
         try:
             if path.read_text().strip() == trial_id:
                 path.unlink(missing_ok=True)
@@ -86,11 +91,11 @@ def release_subnet(trial_id: str) -> None:
             continue
 
 
-def stale_reservations(live_trials: set[str]) -> list[Path]:
+def stale_reservations(live_trials: set[str], pool: str | None = None) -> list[Path]:
     out = []
-    for path in _reservations().iterdir():
+    for path in _reservations(pool).iterdir():
         try:
-            if path.read_text().strip() not in live_trials:
+            if path.is_file() and path.read_text().strip() not in live_trials:
                 out.append(path)
         except OSError:
             continue

@@ -78,6 +78,7 @@ class LibvirtSubstrate(Substrate):
     default_concurrency: ClassVar[int] = 1
     node_keys: ClassVar[frozenset[str]] = frozenset({"data_disks", "bmc"})
     max_nodes: ClassVar[int] = 1
+    engine: ClassVar[str] = "libvirt"
 
     def __init__(self, name: str | None = None, uri: str = "qemu:///system",
                  domain_type: str | None = None, boot_timeout: float = 180.0,
@@ -90,6 +91,18 @@ class LibvirtSubstrate(Substrate):
         self.boot_timeout = boot_timeout
         self._domain_type = domain_type
         self.options = kwargs
+
+    @classmethod
+    def local_endpoint(cls) -> str:
+        return "qemu:///system"
+
+    def on_host(self, host) -> LibvirtSubstrate:
+        """This daemon when the host's `libvirt` is it; a remote libvirt host is refused
+        until its qcow2 copy and SSH jump are wired."""
+        if host.libvirt == self.uri:
+            return self
+        raise InputError(f"host {host.name}: vm trials run on the local libvirt only so far "
+                         f"({host.libvirt} is not {self.uri})", key=f"hosts[{host.name}]")
 
     def terraform_module(self) -> Path:
         return HERE / "terraform"
