@@ -25,6 +25,7 @@ from harness.campaign.queue import (
 from harness.errors import InputError
 from harness.gc import collect_garbage
 from harness.paths import RunPaths
+from harness.placement import resolve_hosts
 from harness.tools.terraform import TrialTerraform
 from harness.trial import run_async
 
@@ -155,7 +156,8 @@ def destroy_campaign(run_dir: Path) -> dict[str, Any]:
                 destroyed.append(t["trial_id"])
         except Exception:  # swept by label below
             pass
-    report = collect_garbage(campaign=plan["campaign"])
+    report = collect_garbage(campaign=plan["campaign"],
+                             hosts=resolve_hosts(_campaign(plan).hosts))
     return {"campaign": plan["campaign"], "terraform_destroyed": destroyed,
             "swept": report.found, "skipped": report.skipped}
 

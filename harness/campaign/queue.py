@@ -85,6 +85,10 @@ class QueueState:
     statuses: dict[str, int] = field(default_factory=dict)
 
 
+# what a host dying under a trial ends it as (a verified `failed` is the agent's own)
+HOST_FAULT = frozenset({"setup_error", "agent_error", "verifier_error", "cancelled"})
+
+
 class TrialQueue:
     """Runs planned trials under a total limit, each on a host with room for it.
 
@@ -187,11 +191,11 @@ class TrialQueue:
             rec = plan_crash_record(self.run_dir, t, self.camp.name, exc)
         finally:
             self.running.pop(tid, None)
-        if rec.status != "passed" and host not in self.hosts.drained:
+        if rec.status in HOST_FAULT and host not in self.hosts.drained:
             why = await asyncio.to_thread(self.hosts.failing, host)
             if why:
                 self._drain(host, why)
-        if host in self.hosts.drained and tid in self.drained:
+        if host in self.hosts.drained and (tid in self.drained or rec.status in HOST_FAULT):
             return self._requeue(tid, host)
         self.journal.write("finished", trial=tid, status=rec.status, host=host,
                            reward=rec.reward, seconds=round(time.monotonic() - started, 1))

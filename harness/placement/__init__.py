@@ -18,6 +18,7 @@ from harness.placement.hosts import (
     TLSFiles,
     default_hosts,
     engine_for,
+    hosts_from,
     hosts_path,
     load_hosts,
     resolve_hosts,
@@ -28,4 +29,4 @@ from harness.placement.pools import Demand, HostPools
 __all__ = ["AsyncPlacer", "Demand", "DockerEndpoint", "HostCapacity", "HostPools",
            "HostSpec", "HostsFile", "NoHostError", "Placer", "TLSFiles", "default_hosts",
            "engine_for",
-           "hosts_path", "load_hosts", "resolve_hosts"]
+           "hosts_from", "hosts_path", "load_hosts", "resolve_hosts"]

@@ -338,3 +338,18 @@ def resolve_hosts(campaign_hosts: dict | list | None = None,
         return load_hosts(campaign_hosts, file=campaign_file or "campaign")
     path = hosts_path()
     return load_hosts(path) if path.is_file() else default_hosts()
+
+
+def hosts_from(path: str | Path) -> HostsFile:
+    """The hosts of a hosts file, or of a campaign file's `hosts:` (`--hosts FILE`)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        raw = None
+    if isinstance(raw, dict) and "tasks" in raw:
+        if raw.get("hosts") is None:
+            raise ConfigError("this campaign has no hosts: (valid: a hosts file, or a "
+                              "campaign file with hosts:)", file=str(path))
+        return load_hosts(raw["hosts"], file=str(path))
+    return load_hosts(path)

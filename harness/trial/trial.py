@@ -187,7 +187,8 @@ class Trial:
             "harness_version": __version__})
 
     async def _provision(self) -> None:
-        warm_shared_providers(required_providers(self.substrate.providers))
+        warm_shared_providers(required_providers(self.substrate.providers),
+                              self.substrate.provider_config())
         image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
