@@ -113,6 +113,19 @@ class Placer(HostPools):
         heapq.heappush(heap, (seq, d))
         agent.waiting += 1
         self._waiting[tid] = d
+        self._hand_reservation(d, seq)
+
+    def _hand_reservation(self, d: Demand, seq: int) -> None:
+        """A re-submitted trial (its host drained) goes first among its configuration's
+        trials of its shape: a host reserved for a later one of them is now reserved for
+        it (else the reservation would wait behind it forever)."""
+        for rid, i in self._reserved.items():
+            r = self._pools[i].reserved
+            if r.config == d.config and r.shape == d.shape and self._seq[rid] > seq:
+                del self._reserved[rid]
+                self._reserved[d.trial_id] = i
+                self._pools[i].reserved = d
+                return
 
     def withdraw(self, trial_id: str) -> bool:
         """Take a waiting trial out of the queue; False when it is not waiting."""

@@ -191,6 +191,14 @@ class Substrate(ABC):
             raise SubstrateError(self.name, f"{self.name} cannot run on host {host.name} yet")
         return self
 
+    def host_doctor(self, host_name: str) -> list[Check]:
+        """`harness doctor --hosts`: this substrate's checks on one host it is bound to
+        (reachability, versions, images), each with the fix."""
+        why = self.reachable()
+        return [Check(f"{host_name}: {self.name}", "FAIL" if why else "PASS",
+                      why or "reachable", "check the host's endpoint in the hosts file"
+                      if why else "")]
+
     def reachable(self) -> str | None:
         """None when the engine this object is bound to answers, else why not (one line):
         the campaign drains a host whose engine stops answering."""

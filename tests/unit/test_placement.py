@@ -298,6 +298,41 @@ def test_drain_returns_running_and_blocks_new():
     assert p.dispatch() == [("v3", "a")] and p.stranded() == []
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("resubmit_first", [True, False])
+def test_drained_trials_resubmitted_never_deadlock(seed, resubmit_first):
+    """One slot per host; the host running a trial fails; the trial is submitted again while
+    a later trial of its configuration holds a reservation: every trial still runs, on the
+    healthy host, whether the resubmission or the next release comes first."""
+    p = placer(host("a", capacity={"max_trials": {"docker": 1}}),
+               host("b", capacity={"max_trials": {"docker": 1}}), seed=seed)
+    todo = [trial(f"{c}-{i}", agent=c, sub="docker") for c in ("oracle", "nop")
+            for i in range(3)]
+    for t in todo:
+        p.submit(t)
+    running = dict(p.dispatch())
+    victim = next(t for t, h in running.items() if h == "b")
+    assert p.drain("b") == [victim]
+    del running[victim]
+    done: list[str] = []
+    if resubmit_first:
+        p.submit(next(t for t in todo if t["trial_id"] == victim))
+    else:
+        for t, _ in list(running.items()):
+            p.release(t)
+            done.append(running.pop(t))
+        running.update(p.dispatch())
+        p.submit(next(t for t in todo if t["trial_id"] == victim))
+    for _ in range(10):
+        running.update(p.dispatch())
+        for t in list(running):
+            assert running[t] == "a"
+            p.release(t)
+            done.append(t)
+            del running[t]
+    assert p.waiting == 0 and len(done) == 6
+
+
 def test_stale_release_after_replacement_is_a_noop():
     p = placer(host("a"), host("b"))
     first = p.place(trial("x"))

@@ -77,6 +77,9 @@ class DockerSubstrate(Substrate):
         return DockerSubstrate(self.name, self.settings, host=ep.url, pool=ep.pool,
                                builder=builder, host_name=host.name)
 
+    def host_doctor(self, host_name: str) -> list:
+        return doctor.host_checks(host_name, self.host, self.builder is not None)
+
     def reachable(self) -> str | None:
         try:
             engine.client(timeout=10, host=self.host).close()

@@ -271,11 +271,12 @@ def _build_network(c) -> None:
                           labels={"harness.engine": "build"})
 
 
-def status() -> dict:
+def status(host: str | None = None) -> dict:
     """What doctor reports: reachable, version, userns and cgroupns in effect."""
-    c = client(timeout=10)
+    host = host or docker_host()
+    c = client(timeout=10, host=host)
     info = c.info()
     opts = " ".join(info.get("SecurityOptions") or [])
-    return {"host": docker_host(), "version": info.get("ServerVersion", "?"),
+    return {"host": host, "version": info.get("ServerVersion", "?"),
             "userns": "userns" in opts, "cgroupns": "cgroupns" in opts,
             "runtime": info.get("DefaultRuntime", "?")}
