@@ -42,8 +42,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from harness.capacity import HOST_RESERVE_MB  # noqa: E402
 from harness.placement import Demand, Placer, load_hosts  # noqa: E402
+from harness.substrates.common import HOST_RESERVE_MB  # noqa: E402
 
 CPU_OC, MEM_OC = 4.0, 1.0
 CLOCK = time.thread_time  # the scheduler's CPU time: a busy, shared machine does not inflate it
