@@ -70,8 +70,17 @@ def _read(fd: int) -> dict:
 
 
 def holder(run_dir: Path) -> dict | None:
-    """Who holds the lock now ({owner, command, since}), or None when nobody does."""
-    path = _path(run_dir)
+    """Who holds the lock now ({owner, command, since}), or None when nobody does; the
+    run directory's own lock first, then any shard's (`apply --shard K/N`)."""
+    main = _path(run_dir)
+    for path in [main, *sorted(main.parent.glob(f"{main.name}.*-*"))]:
+        held = _holder(path)
+        if held:
+            return held
+    return None
+
+
+def _holder(path: Path) -> dict | None:
     if str(path.resolve()) in _held:
         return {"owner": owner.tag(), "command": "this process"}
     if not path.exists():
