@@ -123,3 +123,18 @@ def test_second_engine_layout_collides_with_nothing_of_the_first():
     assert eng.host == "unix:///run/harness/hx2/docker.sock" and not eng.build
     with pytest.raises(PreflightError, match="must start with 'hx'"):
         Engine.named("x", "br0", "10.0.0.1/24")
+
+
+def test_libvirt_binds_to_this_machine_over_ssh_and_refuses_another():
+    from harness.substrates.libvirt import LibvirtSubstrate
+
+    ssh_uri = "qemu+ssh://root@localhost/system?no_tty=1"
+    hosts = load_hosts([{"name": "me", "libvirt": ssh_uri,
+                         "capacity": {"cpus": 2, "memory_mb": 4096}},
+                        {"name": "far", "libvirt": "qemu+ssh://root@far-1/system",
+                         "capacity": {"cpus": 2, "memory_mb": 4096}}])
+    base = LibvirtSubstrate()
+    bound = base.on_host(hosts.hosts[0])
+    assert bound is not base and bound.uri == ssh_uri and bound.engine == "libvirt"
+    with pytest.raises(InputError, match=r"hosts\[far\].*not wired yet"):
+        base.on_host(hosts.hosts[1])

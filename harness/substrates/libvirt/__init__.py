@@ -96,13 +96,21 @@ class LibvirtSubstrate(Substrate):
     def local_endpoint(cls) -> str:
         return "qemu:///system"
 
-    def on_host(self, host) -> LibvirtSubstrate:
-        """This daemon when the host's `libvirt` is it; a remote libvirt host is refused
-        until its qcow2 copy and SSH jump are wired."""
-        if host.libvirt == self.uri:
+    def on_host(self, spec) -> LibvirtSubstrate:
+        """Bound to the host's daemon: `qemu+ssh://` to this very machine is driven over SSH
+        (provider, API, power, gc; pool, bridges and VM addresses are local); another
+        machine's daemon is refused until the qcow2 copy and the SSH jump are wired."""
+        if spec.libvirt == self.uri:
             return self
-        raise InputError(f"host {host.name}: vm trials run on the local libvirt only so far "
-                         f"({host.libvirt} is not {self.uri})", key=f"hosts[{host.name}]")
+        if not host.this_machine(spec.libvirt):
+            raise InputError(f"host {spec.name}: vm trials on another machine's libvirt "
+                             f"({spec.libvirt}) are not wired yet (valid: qemu:///system or "
+                             "qemu+ssh://root@localhost/system)", key=f"hosts[{spec.name}]")
+        return type(self)(uri=spec.libvirt, domain_type=self._domain_type, settings=self.settings,
+                          boot_timeout=self.boot_timeout, **self.options)
+
+    def reachable(self) -> str | None:
+        return host.unreachable(self.uri)
 
     def terraform_module(self) -> Path:
         return HERE / "terraform"
@@ -188,23 +196,15 @@ class LibvirtSubstrate(Substrate):
         for node in bmc_nodes:
             bmc.write_config(root, node, naming.domain_name(spec.trial_id, node), address)
         return {
-            "trial_id": naming.trial_name(spec.trial_id),
-            "campaign": spec.campaign,
-            "owner": owner.tag(),
-            "libvirt_uri": self.uri,
-            "bridge_name": naming.bridge_name(spec.trial_id),
-            "cidr": cidr,
-            "domain_type": self.domain_type(),
-            "base_image": str(disk.resolve()),
-            "kernel": str(kernel.resolve()),
-            "initrd": str(initrd.resolve()),
-            "disk_dir": str(root / "vm" / "disks"),
-            "console_log_dir": str(root / "vm"),
+            "trial_id": naming.trial_name(spec.trial_id), "campaign": spec.campaign,
+            "owner": owner.tag(), "libvirt_uri": self.uri,
+            "bridge_name": naming.bridge_name(spec.trial_id), "cidr": cidr,
+            "domain_type": self.domain_type(), "base_image": str(disk.resolve()),
+            "kernel": str(kernel.resolve()), "initrd": str(initrd.resolve()),
+            "disk_dir": str(root / "vm" / "disks"), "console_log_dir": str(root / "vm"),
             "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
-            "nodes": self._task_nodes(spec),
-            "bmc_nodes": bmc_nodes,
-            "trial_root": str(root),
-            "python": sys.executable,
+            "nodes": self._task_nodes(spec), "bmc_nodes": bmc_nodes,
+            "trial_root": str(root), "python": sys.executable,
         }
 
     def secrets(self, spec: TrialSpec) -> list[str]:
