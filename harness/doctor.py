@@ -73,7 +73,7 @@ def run_checks() -> list[Check]:
     return checks + [_disk()]
 
 
-def host_checks(hosts: HostsFile | None = None) -> list[Check]:
+def host_checks(hosts: HostsFile | None = None, source: str = "") -> list[Check]:
     """`harness doctor --hosts`: the hosts file itself, then every host's engines (each
     substrate bound to it) and that the Terraform providers they need are in the mirror
     here (Terraform runs on this machine, against the hosts' endpoints)."""
@@ -81,7 +81,7 @@ def host_checks(hosts: HostsFile | None = None) -> list[Check]:
         hosts = hosts or resolve_hosts()
     except InputError as exc:
         return [Check("hosts file", "FAIL", exc.message, "fix the line named")]
-    source = str(hosts_path()) if hosts_path().is_file() else "this machine only"
+    source = source or (str(hosts_path()) if hosts_path().is_file() else "this machine only")
     checks = [Check("hosts file", "PASS", f"{len(hosts.hosts)} host(s): {source}")]
     seen: set[tuple[str, str]] = set()
     for spec in hosts.hosts:

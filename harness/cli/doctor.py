@@ -26,7 +26,8 @@ def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 
     checks = run_checks()
     if hosts or hosts_file:
-        checks += host_checks(hosts_from(hosts_file) if hosts_file else None)
+        checks += host_checks(hosts_from(hosts_file) if hosts_file else None,
+                              hosts_file or "")
     if as_json:
         print(json.dumps([c.to_dict() for c in checks], indent=2))
     else:
