@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
@@ -162,6 +163,30 @@ def destroy_campaign(run_dir: Path) -> dict[str, Any]:
             "swept": report.found, "skipped": report.skipped}
 
 
-def collect_results(run_dir: Path) -> dict[str, int]:
-    read_plan(run_dir)
-    return collect(run_dir)
+def collect_results(run_dir: Path, merge: list[Path] | None = None) -> dict[str, int]:
+    """Rewrite the Parquet results; with `merge`, first copy in the finished trials of
+    other run dirs of the same campaign plan (the shards of `apply --shard K/N` run on
+    other controllers) that this one lacks."""
+    plan = read_plan(run_dir)
+    merged = sum(merge_shard(run_dir, plan, other) for other in merge or [])
+    return {**collect(run_dir), "merged": merged}
+
+
+def merge_shard(run_dir: Path, plan: dict[str, Any], other: Path) -> int:
+    """Copy `other`'s finished trial dirs that `run_dir` has no result for; refuse a run
+    dir of another campaign or another campaign file (one-line error)."""
+    theirs = read_plan(other)
+    if (theirs["campaign"], theirs.get("file_sha256")) != (plan["campaign"],
+                                                          plan.get("file_sha256")):
+        raise InputError(f"not a shard of campaign {plan['campaign']!r} with the same "
+                         "campaign file (its plan differs)", file=str(other))
+    n = 0
+    for t in plan["trials"]:
+        mine, src = RunPaths(run_dir).trial(t["trial_id"]), RunPaths(other).trial(t["trial_id"])
+        if trial_state(run_dir, t) == "done" or trial_state(other, t) != "done":
+            continue
+        if mine.root.exists():
+            move_aside(run_dir, t["trial_id"], "merged-over")
+        shutil.copytree(src.root, mine.root)
+        n += 1
+    return n

@@ -127,10 +127,15 @@ def destroy(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
 
 
 @campaign_app.command("collect")
-def collect(run_dir: Path = typer.Argument(..., help="Campaign run dir.")) -> None:
+def collect(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
+            merge: list[Path] = typer.Option(None, "--merge", help="Another shard's run dir "
+                                             "(repeatable): copy in its finished trials.")
+            ) -> None:
     """(Re)write results/trials.parquet and results/checks.parquet."""
     from harness.campaign.ops import collect_results
 
-    rows = collect_results(run_dir)
+    rows = collect_results(run_dir, merge)
+    if merge:
+        print(f"merged {rows['merged']} trial(s) from {len(merge)} run dir(s)")
     print(f"results/trials.parquet: {rows['trials']} rows, results/checks.parquet: "
           f"{rows['checks']} rows")

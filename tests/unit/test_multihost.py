@@ -138,3 +138,34 @@ def test_libvirt_binds_to_this_machine_over_ssh_and_refuses_another():
     assert bound is not base and bound.uri == ssh_uri and bound.engine == "libvirt"
     with pytest.raises(InputError, match=r"hosts\[far\].*not wired yet"):
         base.on_host(hosts.hosts[1])
+
+
+def _shard_dir(root: Path, done: list[str], sha: str = "s") -> Path:
+    from harness.paths import RunPaths
+    from harness.results import AgentRef, TaskRef, build_record, write_json_atomic
+
+    ids = ["t-oracle-1", "t-oracle-2", "t-nop-1"]
+    write_json_atomic(RunPaths(root).plan, {
+        "campaign": "c", "file_sha256": sha, "config": {},
+        "trials": [{"trial_id": t, "fingerprint": "f"} for t in ids]})
+    for t in done:
+        rec = build_record(t, "c", 1, "docker", "passed", TaskRef(name="t", path="", sha256=""),
+                           AgentRef(name="oracle", model=None, version="1"), reward=1.0,
+                           fingerprint="f", host="second")
+        rec.write(RunPaths(root).trial(t).make().result)
+    return root
+
+
+def test_collect_merges_the_finished_trials_of_other_shards(tmp_path):
+    from harness.campaign.ops import collect_results
+
+    mine = _shard_dir(tmp_path / "a", ["t-oracle-1"])
+    other = _shard_dir(tmp_path / "b", ["t-oracle-1", "t-oracle-2"])
+    rows = collect_results(mine, [other])
+    assert rows["merged"] == 1 and rows["trials"] == 2
+    assert (mine / "trials" / "t-oracle-2" / "result.json").is_file()
+    import polars as pl
+
+    assert set(pl.read_parquet(mine / "results" / "trials.parquet")["host"]) == {"second"}
+    with pytest.raises(InputError, match="not a shard of campaign 'c'"):
+        collect_results(mine, [_shard_dir(tmp_path / "x", [], sha="other")])
