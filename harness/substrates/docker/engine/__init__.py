@@ -231,7 +231,13 @@ def _default_bridge(eng: Engine) -> None:
 
 
 def remove_bridge(eng: Engine) -> None:
-    """Delete a stopped engine's default bridge (a second engine's cleanup)."""
+    """A stopped second engine's cleanup: the mounts dockerd left under its data root (its
+    user-namespace root is a bind mount; a killed dockerd never undoes it) and its default
+    bridge."""
+    root = str(eng.data_root) + "/"
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for target in sorted((m for m in mounts if m.startswith(root)), reverse=True):
+        subprocess.run(["umount", target], capture_output=True)
     if Path(f"/sys/class/net/{eng.bridge}").exists():
         subprocess.run(["ip", "link", "del", eng.bridge], capture_output=True)
 
