@@ -4,7 +4,14 @@ through `harness campaign apply` and through a raw parallel Docker baseline doin
 work (network, systemd container, solve, test, remove), side by side.
 
 Prints trials/min for both and the ratio per concurrency level.
+
+`--hosts 2`: the same campaign on one engine, then spread over two (a second harness
+engine started on this machine for the run, standing in for a remote host, stopped after),
+`--levels` trials at once per host; prints trials/min and the two-host/one-host ratio. On
+one machine both engines share its cores: the ratio shows what placement over two hosts
+costs or gains, not what a second machine's cores would add.
 Usage: .venv/bin/python bench/campaign_throughput.py [--trials 24] [--levels 1,4,8]
+                                                     [--hosts 2]
 """
 
 from __future__ import annotations
@@ -24,21 +31,62 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trial_overhead import REPO, TASK, harness_run, raw_run  # noqa: E402
 
+ENGINE2 = ["--name", "hxbench2", "--bridge", "hxe-b2", "--bridge-addr", "10.218.252.1/24"]
+ENGINE2_HOST = "unix:///run/harness/hxbench2/docker.sock"
 
-def harness_campaign(n: int, concurrency: int, tmp: Path) -> float:
-    camp = tmp / f"c{concurrency}.yaml"
-    camp.write_text(yaml.safe_dump({
-        "name": f"bench-c{concurrency}", "tasks": [str(TASK)], "agents": [{"name": "oracle"}],
-        "attempts": n, "concurrency": {"total": concurrency,
-                                       "per_substrate": {"docker": concurrency}}}))
+
+def harness_campaign(n: int, concurrency: int, tmp: Path, hosts: list | None = None,
+                     name: str = "") -> float:
+    name = name or f"bench-c{concurrency}"
+    camp = tmp / f"{name}.yaml"
+    doc = {"name": name, "tasks": [str(TASK)], "agents": [{"name": "oracle"}],
+           "attempts": n, "concurrency": {"total": concurrency,
+                                          "per_substrate": {"docker": concurrency}}}
+    if hosts:
+        doc["hosts"] = hosts
+    camp.write_text(yaml.safe_dump(doc))
     t = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "harness.cli", "campaign", "apply", str(camp),
-                          "--out", str(tmp / f"run{concurrency}"), "--json"],
+                          "--out", str(tmp / f"run-{name}"), "--json"],
                          capture_output=True, text=True, cwd=REPO)
     secs = time.perf_counter() - t
     summary = json.loads(res.stdout)
     assert summary["statuses"] == {"passed": n}, summary
     return secs
+
+
+def engine2(verb: str) -> None:
+    subprocess.run([sys.executable, "-m", "harness.substrates.docker.engine", verb, *ENGINE2],
+                   check=True, capture_output=True, cwd=REPO)
+
+
+def two_hosts(n: int, levels: list[int], tmp: Path) -> None:
+    """One engine vs two, the same campaign; per-host concurrency `c`."""
+    from harness.substrates.docker.engine import docker_host
+
+    def host(name: str, url, c: int) -> dict:
+        return {"name": name, "docker": url,
+                "capacity": {"cpus": 2, "memory_mb": 4096, "max_trials": {"docker": c}}}
+
+    rows = []
+    engine2("start")
+    try:
+        for c in levels:
+            one = harness_campaign(n, c, tmp, [host("local", docker_host(), c)],
+                                   f"bench-h1-c{c}")
+            two = harness_campaign(n, 2 * c, tmp, [
+                host("local", docker_host(), c),
+                host("second", {"url": ENGINE2_HOST, "pool": "10.221.0.0/16"}, c)],
+                f"bench-h2-c{c}")
+            rows.append((c, n * 60 / one, n * 60 / two))
+    finally:
+        engine2("stop")
+    print(f"{n} trials each | trials/min")
+    print(f"{'per host':>9}{'1 host':>9}{'2 hosts':>9}{'2/1':>7}")
+    for c, a, b in rows:
+        print(f"{c:>9}{a:>9.1f}{b:>9.1f}{b / a:>7.2f}")
+    print("two engines on this one machine share its cores; on two machines the second "
+          "host brings its own")
 
 
 def raw_parallel(n: int, concurrency: int, image: str) -> float:
@@ -53,8 +101,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=24)
     ap.add_argument("--levels", default="1,4,8")
+    ap.add_argument("--hosts", type=int, default=1, choices=[1, 2])
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
+    if args.hosts == 2:
+        with tempfile.TemporaryDirectory(prefix="hx-bench-") as tmp:
+            harness_run(Path(tmp))  # warm-up: builds/caches the task image
+            two_hosts(args.trials, levels, Path(tmp))
+        return
     client = docker.from_env()
     rows = []
     with tempfile.TemporaryDirectory(prefix="hx-bench-") as tmp:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import shutil
 
 from harness import substrates
+from harness.errors import InputError
 from harness.paths import harness_home, provider_mirror, terraform_cli_config
+from harness.placement import HostsFile, hosts_path, resolve_hosts
 from harness.substrates.base import SETUP, Check
 from harness.tools.terraform import terraform_version
 
@@ -69,3 +71,30 @@ def run_checks() -> list[Check]:
         except Exception as exc:  # one broken substrate never takes doctor down
             checks.append(Check(cls.name, "FAIL", f"{type(exc).__name__}: {exc}"[:200]))
     return checks + [_disk()]
+
+
+def host_checks(hosts: HostsFile | None = None, source: str = "") -> list[Check]:
+    """`harness doctor --hosts`: the hosts file itself, then every host's engines (each
+    substrate bound to it) and that the Terraform providers they need are in the mirror
+    here (Terraform runs on this machine, against the hosts' endpoints)."""
+    try:
+        hosts = hosts or resolve_hosts()
+    except InputError as exc:
+        return [Check("hosts file", "FAIL", exc.message, "fix the line named")]
+    source = source or (str(hosts_path()) if hosts_path().is_file() else "this machine only")
+    checks = [Check("hosts file", "PASS", f"{len(hosts.hosts)} host(s): {source}")]
+    seen: set[tuple[str, str]] = set()
+    for spec in hosts.hosts:
+        for name, cls in substrates.classes().items():
+            endpoint = getattr(spec, cls.engine, None) if cls.engine else None
+            url = getattr(endpoint, "url", endpoint)
+            if endpoint is None or (spec.name, url) in seen or not spec.runs(name):
+                continue
+            seen.add((spec.name, url))
+            try:
+                checks += substrates.get_substrate(name).on_host(spec).host_doctor(spec.name)
+            except Exception as exc:  # one host never takes doctor down
+                checks.append(Check(f"{spec.name}: {name}", "FAIL",
+                                    getattr(exc, "message", str(exc))[:200],
+                                    "fix its endpoint in the hosts file"))
+    return checks

@@ -11,10 +11,12 @@ is removed, faults still injected on live nodes are healed from their node-side 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness import substrates
-from harness.errors import HarnessError, RegistryError
+from harness.errors import HarnessError, InputError, RegistryError
 from harness.faults.sweep import gc_faults
+from harness.placement import HostsFile, resolve_hosts
 
 
 def _sweepers() -> list[str]:
@@ -41,14 +43,58 @@ class GcReport:
         return sum(len(v) for v in self.found.values())
 
 
-def collect_garbage(campaign: str | None = None, trial: str | None = None,
-                    dry_run: bool = False, force: bool = False) -> GcReport:
-    """Leftovers of every substrate (healed and removed unless `dry_run`); what another
-    live harness process owns is spared (and listed under `spared`) unless `force`."""
-    report = GcReport()
+def _targets(hosts: HostsFile | None, host: str | None) -> list[tuple[str, Any]]:
+    """(report key, substrate object) for every sweep on every host: plain substrate names
+    on a lone host, `name@host` with several; a substrate whose nodes live elsewhere once;
+    one engine named by two hosts once; a substrate refused on a host is reported as
+    (key, the refusal)."""
+    hosts = hosts or resolve_hosts()
+    specs = hosts.hosts
+    if host is not None:
+        specs = [h for h in specs if h.name == host]
+        if not specs:
+            raise InputError(f"unknown host {host!r} (valid: "
+                             f"{', '.join(h.name for h in hosts.hosts)})", key="--host")
+    several = len(hosts.hosts) > 1
+    out: list[tuple[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
     for name in _sweepers():
         try:
-            sub = substrates.get_substrate(name)
+            base = substrates.get_substrate(name)
+        except (HarnessError, RegistryError) as exc:
+            out.append((name, exc))
+            continue
+        if not base.engine:
+            if host is None:
+                out.append((name, base))
+            continue
+        for spec in specs:
+            endpoint = getattr(spec, base.engine, None)
+            url = getattr(endpoint, "url", endpoint)
+            if endpoint is None or (name, url) in seen:
+                continue
+            seen.add((name, url))
+            key = f"{name}@{spec.name}" if several or host else name
+            try:
+                out.append((key, base.on_host(spec)))
+            except (HarnessError, RegistryError) as exc:
+                out.append((key, exc))
+    return out
+
+
+def collect_garbage(campaign: str | None = None, trial: str | None = None,
+                    dry_run: bool = False, force: bool = False, host: str | None = None,
+                    hosts: HostsFile | None = None) -> GcReport:
+    """Leftovers of every substrate on every host of the hosts file, or on `host` only
+    (healed and removed unless `dry_run`); what another live harness process owns is
+    spared (and listed under `spared`) unless `force`. A host that does not answer is
+    reported under `skipped`."""
+    report = GcReport()
+    for name, sub in _targets(hosts, host):
+        if isinstance(sub, Exception):
+            report.skipped[name] = getattr(sub, "message", str(sub))
+            continue
+        try:
             found = sub.leftovers(campaign=campaign, trial=trial, force=force)
             if not force:
                 owned = set(sub.leftovers(campaign=campaign, trial=trial, force=True))

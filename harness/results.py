@@ -105,6 +105,7 @@ class TrialRecord(BaseModel):
     agent: AgentRef
     attempt: int = 1
     substrate: str
+    host: str | None = None
     status: Status
     reward: float | None = None
     gates: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -203,7 +204,9 @@ def _trial_row(data, file: str, warnings: list[str], keep_cancelled: bool = Fals
         "task_path": _get(data, "task", "path"), "layer": _get(data, "task", "layer"),
         "difficulty": _get(data, "task", "difficulty"), "agent": agent, "model": model,
         "config": config_key(agent, model), "attempt": _number(data.get("attempt"), int),
-        "substrate": data.get("substrate"), "status": status, "reward": reward,
+        "substrate": data.get("substrate"),
+        "host": data.get("host") if isinstance(data.get("host"), str) else None,
+        "status": status, "reward": reward,
         "tokens_input": _number(_get(data, "tokens", "input"), int),
         "tokens_output": _number(_get(data, "tokens", "output"), int),
         "tokens_cache": _number(_get(data, "tokens", "cache"), int),

@@ -76,6 +76,9 @@ if [[ -c /dev/kvm ]] && getent group kvm >/dev/null && [[ $(stat -c %G:%a /dev/k
   echo "/dev/kvm set to root:kvm 0660 (Debian's udev default; no udev runs here)"
 fi
 
+step "sshd (libvirt as qemu+ssh://root@localhost/system)"
+bash "$ROOT/scripts/sshd-local.sh" || echo "WARNING: sshd not ready: qemu+ssh:// hosts unavailable"
+
 if [[ $(id -u) -ne 0 ]]; then
   step "access for $USER"
   # group membership lasts; the ACLs give this login session access without logging in again

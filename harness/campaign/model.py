@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harness import substrates
 from harness.errors import ConfigError, InputError, TaskError
 from harness.paths import RunPaths
+from harness.placement import load_hosts
 from harness.results import write_json_atomic
 from harness.task import Task, discover_tasks, load_task
 from harness.validation import describe
@@ -107,6 +108,18 @@ class CampaignFile(BaseModel):
     image_overrides: dict[str, str] = Field(default_factory=dict)
     capacity: Capacity = Field(default_factory=Capacity)
     seed: int = 0
+    hosts: list[dict[str, Any]] | None = None
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        """The same checks as a hosts file (`harness.placement.load_hosts`)."""
+        if v is not None:
+            try:
+                load_hosts(v, file="hosts")
+            except InputError as exc:
+                raise ValueError(exc.message.removeprefix("hosts: ")) from None
+        return v
 
     @field_validator("concurrency", mode="before")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
@@ -12,6 +13,7 @@ from typing import Any
 from harness import owner
 from harness.campaign import runlock
 from harness.campaign.collect import collect
+from harness.campaign.hosts import HostSet, parse_shard, shard_of
 from harness.campaign.model import CampaignFile, PlannedTrial, move_aside, read_plan, trial_state
 from harness.campaign.plan import ensure_run_dir, plan_campaign, substrates_for
 from harness.campaign.queue import (
@@ -24,6 +26,7 @@ from harness.campaign.queue import (
 from harness.errors import InputError
 from harness.gc import collect_garbage
 from harness.paths import RunPaths
+from harness.placement import resolve_hosts
 from harness.tools.terraform import TrialTerraform
 from harness.trial import run_async
 
@@ -34,12 +37,17 @@ def _campaign(plan: dict[str, Any]) -> CampaignFile:
 
 def apply_campaign(target: Path, out: Path | None = None, concurrency: int | None = None,
                    force: bool = False, on_change: Callable[[QueueState], None] = lambda s: None,
-                   log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Plan if given a file, then run every trial that has no final result; resume-safe."""
+                   log: Callable[[str], None] = print, shard: str | None = None
+                   ) -> dict[str, Any]:
+    """Plan if given a file, then run every trial that has no final result; resume-safe.
+    With `shard` "K/N" only the trials of shard K (`hosts.shard_of`), so N controllers
+    share one campaign."""
+    sharding = parse_shard(shard)
     run_dir, file = ensure_run_dir(target, out)
-    runlock.acquire(run_dir, "campaign apply")
+    lock = f"{sharding[0]}/{sharding[1]}" if sharding else ""
+    runlock.acquire(run_dir, "campaign apply", lock)
     if file is not None:
-        summary = plan_campaign(file, run_dir)
+        summary = plan_campaign(file, run_dir, shard=lock)
         if summary["states"].get("changed") and not force:
             raise InputError(f"{summary['states']['changed']} finished trial(s) would change "
                              "(task or agent inputs differ from their results); rerun with "
@@ -55,10 +63,12 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
         resolve_secrets(agent)
     planned = [PlannedTrial(**t) for t in plan["trials"]]
     subs = substrates_for(camp, planned)
-    for sub in subs.values():
-        sub.preflight()
+    hosts = HostSet.for_campaign(camp, subs)
+    hosts.preflight(sorted(subs), log=log)
     todo, kept = [], 0
     for t in plan["trials"]:
+        if sharding and shard_of(t["trial_id"], sharding[1]) != sharding[0]:
+            continue
         state = trial_state(run_dir, t)
         if state == "done":
             kept += 1
@@ -66,16 +76,17 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
         if state == "changed" and not force:
             raise InputError(f"trial {t['trial_id']} changed since it finished; use --force",
                              file=str(run_dir))
-        clean_unfinished(run_dir, t, subs[t["substrate"]])
+        clean_unfinished(run_dir, t, hosts)
         if state == "changed":
             move_aside(run_dir, t["trial_id"], "changed")
         todo.append(t)
     log(f"{kept} trial(s) already done, {len(todo)} to run")
-    queue = TrialQueue(run_dir, camp, subs, on_change=on_change)
+    queue = TrialQueue(run_dir, camp, subs, on_change=on_change, hosts=hosts, log=log)
     records = run_async(queue.run(todo)) if todo else []
     rows = collect(run_dir)
     crashed = [r.trial_id for r in records if (r.error or {}).get("type") == "HarnessCrash"]
     return {"run_dir": str(run_dir), "kept": kept, "ran": len(records),
+            "hosts": {h: hosts.drained.get(h, "ok") for h in hosts.names},
             "cancelled": queue.stopping, "statuses": dict(Counter(r.status for r in records)),
             "crashed": crashed, "results": rows}
 
@@ -146,11 +157,36 @@ def destroy_campaign(run_dir: Path) -> dict[str, Any]:
                 destroyed.append(t["trial_id"])
         except Exception:  # swept by label below
             pass
-    report = collect_garbage(campaign=plan["campaign"])
+    report = collect_garbage(campaign=plan["campaign"],
+                             hosts=resolve_hosts(_campaign(plan).hosts))
     return {"campaign": plan["campaign"], "terraform_destroyed": destroyed,
             "swept": report.found, "skipped": report.skipped}
 
 
-def collect_results(run_dir: Path) -> dict[str, int]:
-    read_plan(run_dir)
-    return collect(run_dir)
+def collect_results(run_dir: Path, merge: list[Path] | None = None) -> dict[str, int]:
+    """Rewrite the Parquet results; with `merge`, first copy in the finished trials of
+    other run dirs of the same campaign plan (the shards of `apply --shard K/N` run on
+    other controllers) that this one lacks."""
+    plan = read_plan(run_dir)
+    merged = sum(merge_shard(run_dir, plan, other) for other in merge or [])
+    return {**collect(run_dir), "merged": merged}
+
+
+def merge_shard(run_dir: Path, plan: dict[str, Any], other: Path) -> int:
+    """Copy `other`'s finished trial dirs that `run_dir` has no result for; refuse a run
+    dir of another campaign or another campaign file (one-line error)."""
+    theirs = read_plan(other)
+    if (theirs["campaign"], theirs.get("file_sha256")) != (plan["campaign"],
+                                                          plan.get("file_sha256")):
+        raise InputError(f"not a shard of campaign {plan['campaign']!r} with the same "
+                         "campaign file (its plan differs)", file=str(other))
+    n = 0
+    for t in plan["trials"]:
+        mine, src = RunPaths(run_dir).trial(t["trial_id"]), RunPaths(other).trial(t["trial_id"])
+        if trial_state(run_dir, t) == "done" or trial_state(other, t) != "done":
+            continue
+        if mine.root.exists():
+            move_aside(run_dir, t["trial_id"], "merged-over")
+        shutil.copytree(src.root, mine.root)
+        n += 1
+    return n

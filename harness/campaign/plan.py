@@ -49,8 +49,9 @@ def render_trial(run_dir: Path, t: PlannedTrial, task, sub, campaign: str) -> No
         write_inventory(paths, sub.inventory(spec, sub.nodes(spec, planned)))
 
 
-def plan_campaign(file: Path, out: Path | None = None) -> dict[str, Any]:
-    """Validate and render the campaign into its run dir; return the plan summary."""
+def plan_campaign(file: Path, out: Path | None = None, shard: str = "") -> dict[str, Any]:
+    """Validate and render the campaign into its run dir; return the plan summary
+    (`shard`: the lock of `apply --shard K/N` is taken instead of the run dir's)."""
     camp, text = load_campaign(file)
     tasks = resolve_tasks(camp, file.parent)
     for a in camp.agents:
@@ -61,7 +62,7 @@ def plan_campaign(file: Path, out: Path | None = None) -> dict[str, Any]:
     for sub in subs.values():
         sub.preflight()
     run_dir = (out or Path("runs") / camp.name).resolve()
-    runlock.acquire(run_dir, "campaign plan")
+    runlock.acquire(run_dir, "campaign apply" if shard else "campaign plan", shard)
     plan = write_plan(run_dir, camp, text, file, trials)
     by_path = {str(t.path): t for t in tasks}
     states = Counter()

@@ -22,14 +22,17 @@ from harness.paths import RunPaths
 _held: dict[str, int] = {}
 
 
-def _path(run_dir: Path) -> Path:
-    return RunPaths(Path(run_dir)).lock
+def _path(run_dir: Path, shard: str = "") -> Path:
+    """`<run>/.lock`, or `<run>/.lock.K-N` for shard K/N (shards of one campaign may run at
+    once in one run directory on shared storage: they never share a trial)."""
+    lock = RunPaths(Path(run_dir)).lock
+    return lock.with_name(f"{lock.name}.{shard.replace('/', '-')}") if shard else lock
 
 
-def acquire(run_dir: Path, command: str) -> None:
+def acquire(run_dir: Path, command: str, shard: str = "") -> None:
     """Take the run directory's lock for this process (kept until it exits); InputError
     (exit 2) naming the holder when another process has it. Re-entrant per process."""
-    path = _path(run_dir)
+    path = _path(run_dir, shard)
     key = str(path.resolve())
     if key in _held:
         return
@@ -67,8 +70,17 @@ def _read(fd: int) -> dict:
 
 
 def holder(run_dir: Path) -> dict | None:
-    """Who holds the lock now ({owner, command, since}), or None when nobody does."""
-    path = _path(run_dir)
+    """Who holds the lock now ({owner, command, since}), or None when nobody does; the
+    run directory's own lock first, then any shard's (`apply --shard K/N`)."""
+    main = _path(run_dir)
+    for path in [main, *sorted(main.parent.glob(f"{main.name}.*-*"))]:
+        held = _holder(path)
+        if held:
+            return held
+    return None
+
+
+def _holder(path: Path) -> dict | None:
     if str(path.resolve()) in _held:
         return {"owner": owner.tag(), "command": "this process"}
     if not path.exists():

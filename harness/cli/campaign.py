@@ -51,6 +51,8 @@ def apply(
     concurrency: int = typer.Option(None, "--concurrency", "-j", help="Total parallel trials."),
     force: bool = typer.Option(False, "--force", help="Re-run finished trials that changed."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    shard: str = typer.Option(None, "--shard", help="K/N: run a deterministic 1/N of the "
+                              "trials (N controllers share one campaign)."),
 ) -> None:
     """Run every trial without a final result; resume after a crash; Ctrl-C stops cleanly."""
     from rich.console import Console
@@ -76,7 +78,7 @@ def apply(
 
     with progress:
         summary = apply_campaign(target, out, concurrency, force, on_change,
-                                 log=(lambda m: None) if as_json else con.print)
+                                 log=(lambda m: None) if as_json else con.print, shard=shard)
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
@@ -125,10 +127,15 @@ def destroy(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
 
 
 @campaign_app.command("collect")
-def collect(run_dir: Path = typer.Argument(..., help="Campaign run dir.")) -> None:
+def collect(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
+            merge: list[Path] = typer.Option(None, "--merge", help="Another shard's run dir "
+                                             "(repeatable): copy in its finished trials.")
+            ) -> None:
     """(Re)write results/trials.parquet and results/checks.parquet."""
     from harness.campaign.ops import collect_results
 
-    rows = collect_results(run_dir)
+    rows = collect_results(run_dir, merge)
+    if merge:
+        print(f"merged {rows['merged']} trial(s) from {len(merge)} run dir(s)")
     print(f"results/trials.parquet: {rows['trials']} rows, results/checks.parquet: "
           f"{rows['checks']} rows")

@@ -11,14 +11,23 @@ def register(app: typer.Typer) -> None:
     app.command("doctor")(doctor)
 
 
-def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def doctor(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+           hosts: bool = typer.Option(False, "--hosts", help="Also check every host of the "
+                                      "hosts file (reachable, versions, images)."),
+           hosts_file: str = typer.Option(None, "--hosts-file", help="Hosts file, or a "
+                                          "campaign file with hosts: (implies --hosts).")
+           ) -> None:
     """Check dockerd, terraform and providers, ansible, libvirtd, KVM/TCG and disk space."""
     from rich.console import Console
     from rich.table import Table
 
-    from harness.doctor import run_checks
+    from harness.doctor import host_checks, run_checks
+    from harness.placement import hosts_from
 
     checks = run_checks()
+    if hosts or hosts_file:
+        checks += host_checks(hosts_from(hosts_file) if hosts_file else None,
+                              hosts_file or "")
     if as_json:
         print(json.dumps([c.to_dict() for c in checks], indent=2))
     else:

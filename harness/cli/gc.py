@@ -18,14 +18,19 @@ def gc(
     force: bool = typer.Option(False, "--force", help="Also remove what a live harness "
                                "process owns (a running trial or campaign)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON report."),
+    host: str = typer.Option(None, "--host", help="Only this host of the hosts file."),
+    hosts: str = typer.Option(None, "--hosts", help="Hosts file, or a campaign file with "
+                              "hosts: (default: $HARNESS_HOME/hosts.yaml, else this machine)."),
 ) -> None:
     """Find and remove containers, networks, volumes, images, domains and disks left behind
-    (never what a live harness process owns, unless --force)."""
+    on every host (never what a live harness process owns, unless --force)."""
     from rich.console import Console
 
     from harness.gc import collect_garbage
+    from harness.placement import hosts_from
 
-    report = collect_garbage(campaign, trial, dry_run, force)
+    report = collect_garbage(campaign, trial, dry_run, force, host=host,
+                             hosts=hosts_from(hosts) if hosts else None)
     if as_json:
         print(json.dumps({"found": report.found, "removed": report.removed,
                           "skipped": report.skipped, "spared": report.spared,

@@ -100,9 +100,10 @@ class Substrate(ABC):
     into the mirror), `env_types` (the task.toml `[environment] type`s it runs by default),
     `capabilities` (what faults and gates may rely on: power, own_kernel, own_clock,
     block_devices), `holds_capacity` (a trial holds host memory and CPUs while it runs),
-    `default_concurrency`, `node_keys` (the `[[environment.nodes]]` keys it honours beyond
-    name, cpus, memory_mb, storage_mb, roles), and `settings_model` (its section of
-    config.yaml, `substrates.<name>`).
+    `default_concurrency`, `engine` (the hosts-file endpoint it runs on, `docker` or
+    `libvirt`; empty when its nodes live elsewhere), `node_keys` (the
+    `[[environment.nodes]]` keys it honours beyond name, cpus, memory_mb, storage_mb,
+    roles), and `settings_model` (its section of config.yaml, `substrates.<name>`).
     """
 
     name: ClassVar[str]
@@ -113,6 +114,7 @@ class Substrate(ABC):
     default_concurrency: ClassVar[int] = 1
     node_keys: ClassVar[frozenset[str]] = frozenset()
     settings_model: ClassVar[type[BaseModel] | None] = None
+    engine: ClassVar[str] = ""
 
     @abstractmethod
     def terraform_module(self) -> Path:
@@ -175,6 +177,32 @@ class Substrate(ABC):
 
     def preflight(self) -> None:
         """Raise PreflightError with the fix when the host cannot run this substrate."""
+
+    @classmethod
+    def local_endpoint(cls) -> str:
+        """The endpoint of this machine's `engine` (the default single host's)."""
+        return ""
+
+    def on_host(self, host) -> Substrate:
+        """This substrate bound to a host of the hosts file (`placement.HostSpec`): its
+        engine endpoint, cached images, reservations. Substrates whose nodes live elsewhere
+        (no `engine`) are the same object on every host."""
+        if self.engine:
+            raise SubstrateError(self.name, f"{self.name} cannot run on host {host.name} yet")
+        return self
+
+    def host_doctor(self, host_name: str) -> list[Check]:
+        """`harness doctor --hosts`: this substrate's checks on one host it is bound to
+        (reachability, versions, images), each with the fix."""
+        why = self.reachable()
+        return [Check(f"{host_name}: {self.name}", "FAIL" if why else "PASS",
+                      why or "reachable", "check the host's endpoint in the hosts file"
+                      if why else "")]
+
+    def reachable(self) -> str | None:
+        """None when the engine this object is bound to answers, else why not (one line):
+        the campaign drains a host whose engine stops answering."""
+        return None
 
     def prepare(self, spec: TrialSpec, log=print) -> str:
         """Build or find the (cached) image the trial's nodes boot from; return its ref."""

@@ -243,10 +243,14 @@ def _provider_binary(source: str, version: str) -> Path:
             f"{platform.system().lower()}_{arch}" / f"terraform-provider-{ptype}_v{version}")
 
 
-def shared_provider_env(required: dict[str, dict]) -> dict[str, str]:
+def shared_provider_env(required: dict[str, dict],
+                        config: dict[str, Any] | None = None) -> dict[str, str]:
     """`TF_REATTACH_PROVIDERS` for the shared providers among `required` (a root module's
     required_providers), starting their servers on first use; {} when none can be shared
-    (HARNESS_TF_SHARED_PROVIDERS=0, binary not in the mirror, a server that will not start)."""
+    (HARNESS_TF_SHARED_PROVIDERS=0, binary not in the mirror, a server that will not start).
+    One server per provider *configuration* (the root module's `provider` block, e.g. the
+    Docker host): a provider process holds one configuration, which concurrent commands
+    for different hosts would overwrite."""
     if os.environ.get("HARNESS_TF_SHARED_PROVIDERS", "1") == "0":
         return {}
     reattach: dict[str, Any] = {}
@@ -254,6 +258,8 @@ def shared_provider_env(required: dict[str, dict]) -> dict[str, str]:
         if not req.get("version") or not req.get("source") or not _shared(name, req):
             continue
         key = f"{req['source']}@{req['version']}"
+        if (config or {}).get(name):
+            key += "#" + json.dumps(config[name], sort_keys=True)
         with _servers_lock:
             server = _servers.get(key)
             if server is not None and not server.alive():
@@ -273,17 +279,24 @@ def shared_provider_env(required: dict[str, dict]) -> dict[str, str]:
     return {"TF_REATTACH_PROVIDERS": json.dumps(reattach)} if reattach else {}
 
 
-def warm_shared_providers(required: dict[str, dict]) -> None:
-    """Start the shared provider servers among `required` in the background, so that the
-    first apply finds them running (their ~0.1 s start overlaps the trial's preparation)."""
-    keys = [f"{r.get('source')}@{r.get('version')}" for n, r in required.items()
-            if _shared(n, r)]
+def warm_shared_providers(required: dict[str, dict],
+                          config: dict[str, Any] | None = None) -> None:
+    """Start the shared provider servers among `required` (configured as `config`) in the
+    background, so that the first apply finds them running (their ~0.1 s start overlaps
+    the trial's preparation)."""
+    keys = []
+    for n, r in required.items():
+        if _shared(n, r):
+            key = f"{r.get('source')}@{r.get('version')}"
+            if (config or {}).get(n):
+                key += "#" + json.dumps(config[n], sort_keys=True)
+            keys.append(key)
     if not keys or all(k in _servers for k in keys):
         return
 
     def start() -> None:
         try:
-            shared_provider_env(required)
+            shared_provider_env(required, config)
         except Exception:  # the apply tries again and reports
             pass
 
@@ -417,17 +430,17 @@ class TrialTerraform:
         """Run a command against the shared provider servers; when it fails because a
         server went away, run it again the plain way (apply and destroy are idempotent)."""
         try:
-            required = json.loads(self.paths.main_tf.read_text())["terraform"][
-                "required_providers"]
+            doc = json.loads(self.paths.main_tf.read_text())
+            required, config = doc["terraform"]["required_providers"], doc.get("provider")
         except (OSError, ValueError, KeyError, TypeError):
-            required = {}
-        env = shared_provider_env(required)
+            required, config = {}, None
+        env = shared_provider_env(required, config)
         if not env:
             return self._run(what, fn, **kwargs)
         try:
             return self._run(what, fn, env=env, **kwargs)
         except TerraformError:
-            if shared_provider_env(required) == env:
+            if shared_provider_env(required, config) == env:
                 raise
             self._log(f"(shared provider gone: {what} again with its own provider)")
             return self._run(what, fn, **kwargs)

@@ -31,7 +31,8 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
         log(f"warning: {w}")
     sub_name = substrate or for_env_type(task.env.type)
     sub = get_substrate(sub_name)
-    warm_shared_providers(required_providers(sub.providers))  # starts while checks run
+    # starts while checks run
+    warm_shared_providers(required_providers(sub.providers), sub.provider_config())
     the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
     trial_id = make_trial_id(task.name, agent, 1)
     CapacityPool().check(trial_id, task.total_memory_mb, task.total_cpus)

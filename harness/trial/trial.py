@@ -123,6 +123,7 @@ class Trial:
     extra_secrets: list[str] = field(default_factory=list)
     fingerprint: str | None = None
     on_phase: Callable[[str, str], None] = lambda trial_id, phase: None
+    host: str | None = None
 
     def __post_init__(self):
         self.paths = TrialPaths(self.root).make()
@@ -182,11 +183,12 @@ class Trial:
             "task": {"name": self.task.name, "path": str(self.task.path),
                      "sha256": self.task.sha256},
             "agent": {"name": self.agent.name, "model": self.agent.model},
-            "substrate": self.substrate.name, "created_at": now_iso(),
+            "substrate": self.substrate.name, "host": self.host, "created_at": now_iso(),
             "harness_version": __version__})
 
     async def _provision(self) -> None:
-        warm_shared_providers(required_providers(self.substrate.providers))
+        warm_shared_providers(required_providers(self.substrate.providers),
+                              self.substrate.provider_config())
         image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
@@ -476,7 +478,8 @@ class Trial:
             task_ref(self.task), agent_ref(self.agent),
             reward=gate.reward if gate else None,
             gates={gate.gate: gate.to_dict()} if gate else {},
-            checks=gate.checks if gate else [], error=error, started_at=started)
+            checks=gate.checks if gate else [], error=error, started_at=started,
+            host=self.host)
 
     async def _finish(self, record: TrialRecord, retry_log: list[dict]) -> None:
         record.retries = retry_log

@@ -17,7 +17,7 @@ LAYERS = [
     {"errors", "paths", "config", "owner", "validation", "redact", "results", "trajectory",
      "http_errors", "__init__", "__version__"},
     {"substrates"},
-    {"task", "tools"},
+    {"task", "tools", "placement"},
     {"agents", "faults", "risk"},
     {"trial"},
     {"campaign", "gc", "doctor"},

@@ -88,3 +88,13 @@ def test_shared_env_is_empty_when_disabled_or_not_in_the_mirror(fake_mirror, mon
     assert shared_provider_env({"docker": {"source": "kreuzwerker/docker"}}) == {}
     monkeypatch.setenv("HARNESS_TF_SHARED_PROVIDERS", "0")
     assert shared_provider_env({"fake": {"source": "example/fake", "version": "1.0.0"}}) == {}
+
+
+def test_one_server_per_provider_configuration(fake_mirror):
+    """Two Docker hosts never share a provider process: it holds one configuration."""
+    required = {"fake": {"source": "example/fake", "version": "1.0.0"}}
+    a = shared_provider_env(required, {"fake": {"host": "unix:///a.sock"}})
+    b = shared_provider_env(required, {"fake": {"host": "unix:///b.sock"}})
+    pid = [next(iter(json.loads(e["TF_REATTACH_PROVIDERS"]).values()))["Pid"] for e in (a, b)]
+    assert pid[0] != pid[1]
+    assert shared_provider_env(required, {"fake": {"host": "unix:///a.sock"}}) == a

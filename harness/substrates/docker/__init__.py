@@ -11,12 +11,8 @@ destroys; the Docker SDK execs, uploads, powers and sweeps. Every object carries
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import ipaddress
-import os
 import shlex
 import time
-import warnings
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
@@ -29,8 +25,11 @@ from harness.substrates import firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, network
-from harness.substrates.docker.image import image_tag, task_image
+from harness.substrates.docker.image import image_tag, ship, task_image
+from harness.substrates.docker.network import bridge_name, render_vars
 from harness.substrates.docker.settings import DockerSettings
+
+__all__ = ["DockerSubstrate", "bridge_name", "render_vars"]
 
 HERE = Path(__file__).resolve().parent
 LABEL_TRIAL = "harness.trial"
@@ -46,12 +45,46 @@ class DockerSubstrate(Substrate):
     env_types: ClassVar[tuple[str, ...]] = ("docker",)
     default_concurrency: ClassVar[int] = 4
     settings_model: ClassVar[type[BaseModel]] = DockerSettings
+    engine: ClassVar[str] = "docker"
 
-    def __init__(self, name: str = "docker", settings: Settings | None = None):
+    def __init__(self, name: str = "docker", settings: Settings | None = None,
+                 host: str | None = None, pool: str | None = None,
+                 builder: DockerSubstrate | None = None, host_name: str = ""):
         self.settings = settings or load_settings()
         self.config: DockerSettings = self.settings.substrate(self.name, DockerSettings)
-        self.host = engine.docker_host(self.config.host)
+        if pool:
+            self.config = self.config.model_copy(update={"pool": pool})
+        self.host = host or engine.docker_host(self.config.host)
+        self.host_name = host_name
+        self.builder = builder
         self._client = None
+
+    @classmethod
+    def local_endpoint(cls) -> str:
+        return engine.docker_host()
+
+    def on_host(self, host) -> DockerSubstrate:
+        """Bound to the host's engine (`docker` in the hosts file); images are built on this
+        (the controller's) engine and loaded onto another one on first use."""
+        ep = host.docker
+        if ep is None:
+            raise InputError(f"host {host.name} has no docker endpoint", key="hosts")
+        if ep.tls is not None:
+            raise InputError(f"host {host.name}: tcp:// with TLS is not wired yet; use ssh://",
+                             key=f"hosts[{host.name}].docker")
+        builder = None if ep.url == self.host else self
+        return DockerSubstrate(self.name, self.settings, host=ep.url, pool=ep.pool,
+                               builder=builder, host_name=host.name)
+
+    def host_doctor(self, host_name: str) -> list:
+        return doctor.host_checks(host_name, self.host, self.builder is not None)
+
+    def reachable(self) -> str | None:
+        try:
+            engine.client(timeout=10, host=self.host).close()
+        except PreflightError as exc:
+            return exc.message
+        return None
 
     @property
     def client(self):
@@ -89,6 +122,8 @@ class DockerSubstrate(Substrate):
 
     def preflight(self) -> None:
         self.client  # noqa: B018 - raises PreflightError when the engine is down
+        if self.builder is not None:
+            return self.builder.preflight()
         firewall.require()
         ok, desc = base_image.docker_base_status()
         if not ok:
@@ -98,7 +133,12 @@ class DockerSubstrate(Substrate):
         return HERE / "terraform"
 
     def prepare(self, spec: TrialSpec, log=print) -> str:
-        return task_image(self.client, spec.task, self.settings, log=log)
+        if self.builder is None:
+            return task_image(self.client, spec.task, self.settings, log=log)
+        image_id = self.builder.prepare(spec, log)
+        tag = image_tag(self.builder.client, spec.task, self.settings)[0]
+        ship(self.builder.client, self.client, tag, self.host_name or self.host, log=log)
+        return image_id
 
     def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
@@ -107,7 +147,7 @@ class DockerSubstrate(Substrate):
 
     def planned_image(self, task) -> str:
         """The image tag apply would build or reuse (nothing is built)."""
-        return image_tag(self.client, task, self.settings)[0]
+        return image_tag((self.builder or self).client, task, self.settings)[0]
 
     def plan_vars(self, spec: TrialSpec) -> dict[str, Any]:
         """terraform_vars with a predicted, unreserved subnet (for plans)."""
@@ -317,44 +357,16 @@ class DockerSubstrate(Substrate):
             except Exception as exc:  # already gone or in use: report, keep going
                 removed.append(f"docker {kind} {name} (failed: {exc})")
         if trial:
-            network.release_subnet(trial)
+            network.release_subnet(trial, self.config.pool)
         else:
             live = {(n.get("Labels") or {}).get(LABEL_TRIAL)
                     for n in api.networks(filters={"label": LABEL_TRIAL})}
-            for path in network.stale_reservations(live):
+            for path in network.stale_reservations(live, self.config.pool):
                 path.unlink(missing_ok=True)
         return removed
 
     def release(self, spec: TrialSpec) -> None:
-        network.release_subnet(spec.trial_id)
-
-
-def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
-    """The docker_trial module's variables for a trial on `subnet` (nodes from .10 up; CPU
-    quotas at most the host's cores, with a warning)."""
-    net = ipaddress.ip_network(subnet)
-    if net.num_addresses < 12 + len(spec.task.nodes):
-        raise InputError(f"{subnet} has no room for {len(spec.task.nodes)} node(s) from .10 "
-                         "up; use a /28 or larger", key="environment.network")
-    env = spec.task.env
-    host_cpus = os.cpu_count() or 1
-    nodes = []
-    for i, n in enumerate(spec.task.nodes):
-        cpus = n.cpus or env.cpus
-        if cpus > host_cpus:
-            warnings.warn(f"task {spec.task.name} node {n.name} asks for {cpus} CPUs; this "
-                          f"host has {host_cpus}", stacklevel=2)
-        nodes.append({"name": n.name, "ipv4": str(net.network_address + 10 + i),
-                      "cpus": min(cpus, host_cpus), "memory_mb": n.memory_mb or env.memory_mb})
-    return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
-            "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes,
-            "extra_labels": {owner.LABEL: owner.tag()}}
-
-
-def bridge_name(trial_id: str) -> str:
-    """`hxd-` + 10 hex digits of the trial id (15 characters, the Linux limit): an `hx*`
-    bridge, which the harness firewall isolates."""
-    return "hxd-" + hashlib.sha256(trial_id.encode()).hexdigest()[:10]
+        network.release_subnet(spec.trial_id, self.config.pool)
 
 
 def _container_name(c: dict) -> str:

@@ -7,18 +7,38 @@ from harness.substrates.base import SETUP, Check
 from harness.substrates.docker import base_image, engine
 
 
-def checks() -> list[Check]:
+def _engine(host: str | None = None, name: str = "docker engine",
+            fix: str = f"sudo {SETUP} (it starts the harness's own Docker engine)"
+            ) -> Check:
+    """Reachable, with the hardening the threat model relies on (userns-remap, private
+    cgroup namespaces, the hx-runc runtime)."""
     try:
-        st = engine.status()
+        st = engine.status(host)
     except Exception as exc:
-        return [Check("docker engine", "FAIL", f"not reachable: {exc}"[:200],
-                      f"sudo {SETUP} (it starts the harness's own Docker engine)")]
+        return Check(name, "FAIL", f"not reachable: {exc}"[:200], fix)
     hardened = st["userns"] and st["cgroupns"] and st["runtime"] == "hx-runc"
     detail = (f"harness engine {st['version']} at {st['host']}: userns-remap "
               f"{'on' if st['userns'] else 'OFF'}, cgroupns "
               f"{'private' if st['cgroupns'] else 'OFF'}, runtime {st['runtime']}")
-    out = [Check("docker engine", "PASS" if hardened else "FAIL", detail,
-                 "" if hardened else f"sudo {SETUP}")]
+    return Check(name, "PASS" if hardened else "FAIL", detail, "" if hardened else fix)
+
+
+def host_checks(host_name: str, url: str, remote: bool) -> list[Check]:
+    """`harness doctor --hosts`: one host's engine; a remote one gets task images loaded
+    from this machine's engine on first use, so its base image is checked here."""
+    fix = ("on that host: run scripts/setup.sh (the harness engine), or fix its docker: "
+           "endpoint in the hosts file; ssh:// needs key-based login")
+    out = [_engine(url, f"{host_name}: docker engine", fix)]
+    if remote and out[0].status == "PASS":
+        out.append(Check(f"{host_name}: images", "PASS",
+                         "task images are built here and loaded there on first use"))
+    return out
+
+
+def checks() -> list[Check]:
+    out = [_engine()]
+    if out[0].status == "FAIL" and out[0].detail.startswith("not reachable"):
+        return out
     ok, how = firewall.loaded()
     out.append(Check("trial firewall", "PASS" if ok else "FAIL", how,
                      "" if ok else f"sudo {SETUP}"))

@@ -122,3 +122,31 @@ def _build(client, task, tag: str, tar_bytes: bytes, dockerfile: Path | None,
 
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.") or "task"
+
+
+def ship(source, dest, ref: str, host: str, log=print) -> bool:
+    """Make image `ref` (built or found on the engine `source`) present on the engine
+    `dest` (another host): `docker save` streamed into `docker load` over the two engines'
+    APIs, once per host and image id (what `dest` holds is the cache; a lock per host and
+    ref keeps concurrent trials from loading it twice). True when it was loaded now."""
+    import docker
+
+    image_id = source.api.inspect_image(ref)["Id"]
+    with _lock(f"ship:{host}:{ref}"):
+        try:
+            if dest.api.inspect_image(ref)["Id"] == image_id:
+                return False
+        except docker.errors.ImageNotFound:
+            pass
+        log(f"loading {ref} onto host {host}")
+        stream = source.api.get_image(ref, chunk_size=1 << 20)
+        for _ in dest.api.load_image(stream):
+            pass
+        if dest.api.inspect_image(ref)["Id"] != image_id:
+            raise PreflightError(f"loading {ref} onto host {host} gave another image id")
+        return True
+
+
+def _lock(key: str) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _BUILD_LOCKS.setdefault(key, threading.Lock())

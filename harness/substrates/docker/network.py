@@ -1,4 +1,5 @@
-"""Explicit per-trial subnets for Docker networks, so Docker's default pools never run out.
+"""Explicit per-trial subnets for Docker networks, so Docker's default pools never run out;
+and the trial module's variables on its subnet (`render_vars`, `bridge_name`).
 
 A subnet is reserved by creating `$HARNESS_HOME/subnets/<index>` exclusively (safe across
 concurrent trials and processes) and released at teardown. A reservation whose trial has no
@@ -11,16 +12,25 @@ import hashlib
 import ipaddress
 import os
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
+from harness import owner
 from harness.errors import InputError, SubstrateError
 from harness.paths import harness_home
+from harness.substrates.base import TrialSpec
 
 STALE_SEC = 900
+DEFAULT_POOL = "10.213.0.0/16"
 
 
-def _reservations() -> Path:
+def _reservations(pool: str | None = None) -> Path:
+    """The reservations of `pool`: `$HARNESS_HOME/subnets` for the default pool, a folder
+    of its own for another one (a host of the hosts file with its own `pool`)."""
     d = harness_home() / "subnets"
+    if pool and pool != DEFAULT_POOL:
+        d = d / pool.replace("/", "_")
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -52,7 +62,7 @@ def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
         return str(net)
     subnets = list(ipaddress.ip_network(pool).subnets(new_prefix=prefix))
     start = int(hashlib.sha256(trial_id.encode()).hexdigest(), 16) % len(subnets)
-    resv = _reservations()
+    resv = _reservations(pool)
     for i in range(len(subnets)):
         idx = (start + i) % len(subnets)
         net = subnets[idx]
@@ -77,8 +87,8 @@ def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
     raise SubstrateError("docker", f"no free /{prefix} subnet left in pool {pool}")
 
 
-def release_subnet(trial_id: str) -> None:
-    for path in _reservations().iterdir():
+def release_subnet(trial_id: str, pool: str | None = None) -> None:
+    for path in _reservations(pool).iterdir():
         try:
             if path.read_text().strip() == trial_id:
                 path.unlink(missing_ok=True)
@@ -86,12 +96,40 @@ def release_subnet(trial_id: str) -> None:
             continue
 
 
-def stale_reservations(live_trials: set[str]) -> list[Path]:
+def stale_reservations(live_trials: set[str], pool: str | None = None) -> list[Path]:
     out = []
-    for path in _reservations().iterdir():
+    for path in _reservations(pool).iterdir():
         try:
-            if path.read_text().strip() not in live_trials:
+            if path.is_file() and path.read_text().strip() not in live_trials:
                 out.append(path)
         except OSError:
             continue
     return out
+
+
+def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
+    """The docker_trial module's variables for a trial on `subnet` (nodes from .10 up; CPU
+    quotas at most the host's cores, with a warning)."""
+    net = ipaddress.ip_network(subnet)
+    if net.num_addresses < 12 + len(spec.task.nodes):
+        raise InputError(f"{subnet} has no room for {len(spec.task.nodes)} node(s) from .10 "
+                         "up; use a /28 or larger", key="environment.network")
+    env = spec.task.env
+    host_cpus = os.cpu_count() or 1
+    nodes = []
+    for i, n in enumerate(spec.task.nodes):
+        cpus = n.cpus or env.cpus
+        if cpus > host_cpus:
+            warnings.warn(f"task {spec.task.name} node {n.name} asks for {cpus} CPUs; this "
+                          f"host has {host_cpus}", stacklevel=2)
+        nodes.append({"name": n.name, "ipv4": str(net.network_address + 10 + i),
+                      "cpus": min(cpus, host_cpus), "memory_mb": n.memory_mb or env.memory_mb})
+    return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
+            "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes,
+            "extra_labels": {owner.LABEL: owner.tag()}}
+
+
+def bridge_name(trial_id: str) -> str:
+    """`hxd-` + 10 hex digits of the trial id (15 characters, the Linux limit): an `hx*`
+    bridge, which the harness firewall isolates."""
+    return "hxd-" + hashlib.sha256(trial_id.encode()).hexdigest()[:10]

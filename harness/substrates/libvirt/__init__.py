@@ -78,6 +78,7 @@ class LibvirtSubstrate(Substrate):
     default_concurrency: ClassVar[int] = 1
     node_keys: ClassVar[frozenset[str]] = frozenset({"data_disks", "bmc"})
     max_nodes: ClassVar[int] = 1
+    engine: ClassVar[str] = "libvirt"
 
     def __init__(self, name: str | None = None, uri: str = "qemu:///system",
                  domain_type: str | None = None, boot_timeout: float = 180.0,
@@ -90,6 +91,26 @@ class LibvirtSubstrate(Substrate):
         self.boot_timeout = boot_timeout
         self._domain_type = domain_type
         self.options = kwargs
+
+    @classmethod
+    def local_endpoint(cls) -> str:
+        return "qemu:///system"
+
+    def on_host(self, spec) -> LibvirtSubstrate:
+        """Bound to the host's daemon: `qemu+ssh://` to this very machine is driven over SSH
+        (provider, API, power, gc; pool, bridges and VM addresses are local); another
+        machine's daemon is refused until the qcow2 copy and the SSH jump are wired."""
+        if spec.libvirt == self.uri:
+            return self
+        if not host.this_machine(spec.libvirt):
+            raise InputError(f"host {spec.name}: vm trials on another machine's libvirt "
+                             f"({spec.libvirt}) are not wired yet (valid: qemu:///system or "
+                             "qemu+ssh://root@localhost/system)", key=f"hosts[{spec.name}]")
+        return type(self)(uri=spec.libvirt, domain_type=self._domain_type, settings=self.settings,
+                          boot_timeout=self.boot_timeout, **self.options)
+
+    def reachable(self) -> str | None:
+        return host.unreachable(self.uri)
 
     def terraform_module(self) -> Path:
         return HERE / "terraform"
@@ -175,23 +196,15 @@ class LibvirtSubstrate(Substrate):
         for node in bmc_nodes:
             bmc.write_config(root, node, naming.domain_name(spec.trial_id, node), address)
         return {
-            "trial_id": naming.trial_name(spec.trial_id),
-            "campaign": spec.campaign,
-            "owner": owner.tag(),
-            "libvirt_uri": self.uri,
-            "bridge_name": naming.bridge_name(spec.trial_id),
-            "cidr": cidr,
-            "domain_type": self.domain_type(),
-            "base_image": str(disk.resolve()),
-            "kernel": str(kernel.resolve()),
-            "initrd": str(initrd.resolve()),
-            "disk_dir": str(root / "vm" / "disks"),
-            "console_log_dir": str(root / "vm"),
+            "trial_id": naming.trial_name(spec.trial_id), "campaign": spec.campaign,
+            "owner": owner.tag(), "libvirt_uri": self.uri,
+            "bridge_name": naming.bridge_name(spec.trial_id), "cidr": cidr,
+            "domain_type": self.domain_type(), "base_image": str(disk.resolve()),
+            "kernel": str(kernel.resolve()), "initrd": str(initrd.resolve()),
+            "disk_dir": str(root / "vm" / "disks"), "console_log_dir": str(root / "vm"),
             "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
-            "nodes": self._task_nodes(spec),
-            "bmc_nodes": bmc_nodes,
-            "trial_root": str(root),
-            "python": sys.executable,
+            "nodes": self._task_nodes(spec), "bmc_nodes": bmc_nodes,
+            "trial_root": str(root), "python": sys.executable,
         }
 
     def secrets(self, spec: TrialSpec) -> list[str]:

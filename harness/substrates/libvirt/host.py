@@ -11,10 +11,12 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from harness import owner
 from harness.errors import PreflightError, SubstrateError
@@ -38,6 +40,24 @@ def connect(uri: str):
         raise PreflightError(f"libvirtd not reachable at {uri}: {exc}; start it "
                              "(systemctl start libvirtd, or `virtlogd -d; libvirtd -d` "
                              "without an init system)") from exc
+
+
+LOCAL_NAMES = (None, "", "localhost", "127.0.0.1", "::1", socket.gethostname())
+
+
+def this_machine(uri: str) -> bool:
+    """Whether a libvirt URI reaches the daemon of this machine (`qemu+ssh://...@localhost`
+    included): its pool, bridges and VM addresses are then local."""
+    return urlsplit(uri).hostname in LOCAL_NAMES
+
+
+def unreachable(uri: str) -> str | None:
+    """None when the daemon at `uri` answers, else why not (one line)."""
+    try:
+        connect(uri).close()
+    except PreflightError as exc:
+        return exc.message
+    return None
 
 
 def power(uri: str, domain: str, action: str) -> str:

@@ -25,25 +25,61 @@ import os
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import PreflightError
 from harness.substrates.docker.settings import docker_settings
 
 HERE = Path(__file__).resolve().parent
-SOCKET = Path("/run/harness/docker.sock")
-DEFAULT_HOST = f"unix://{SOCKET}"
-DATA_ROOT = Path("/var/lib/harness/docker")
-EXEC_ROOT = Path("/run/harness/docker")
-PIDFILE = Path("/run/harness/docker.pid")
-CONFIG = Path("/etc/harness/docker-engine.json")
 RUNTIME = Path("/usr/local/libexec/harness/hx-runc")
-LOG = Path("/var/log/harness-docker.log")
-UNIT = Path("/etc/systemd/system/harness-docker.service")
 BUILD_NETWORK, BUILD_BRIDGE, BUILD_SUBNET = "hx-build", "hxb0", "10.212.255.0/24"
-# the engine's default bridge, made by `start`: its own (dockerd with `bridge: none` deletes
-# the host's docker0, i.e. the user's engine's bridge); isolated like every `hx*` bridge
-DEFAULT_BRIDGE, DEFAULT_BRIDGE_ADDR = "hxe0", "10.212.254.1/24"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """Where one harness engine keeps its socket, state, configuration and default bridge.
+    `DEFAULT` is the harness's engine; another layout (`Engine.named`) runs a second engine
+    beside it on one machine, e.g. to stand in for a remote host in tests. Only the default
+    engine gets the build network (`build=True`): other engines receive images by load."""
+
+    socket: Path = Path("/run/harness/docker.sock")
+    data_root: Path = Path("/var/lib/harness/docker")
+    exec_root: Path = Path("/run/harness/docker")
+    pidfile: Path = Path("/run/harness/docker.pid")
+    config: Path = Path("/etc/harness/docker-engine.json")
+    log: Path = Path("/var/log/harness-docker.log")
+    unit: str = "harness-docker"
+    # its default bridge, made by `start`: its own (dockerd with `bridge: none` deletes the
+    # host's docker0, i.e. the user's engine's bridge); isolated like every `hx*` bridge
+    bridge: str = "hxe0"
+    bridge_addr: str = "10.212.254.1/24"
+    build: bool = True
+
+    @classmethod
+    def named(cls, name: str, bridge: str, bridge_addr: str) -> Engine:
+        """A second engine `name` with its own paths under /run/harness, /var/lib/harness,
+        /etc/harness and /var/log; `bridge` must start with `hx` (the trial firewall)."""
+        if not bridge.startswith("hx") or len(bridge) > 15:
+            raise PreflightError(f"engine bridge {bridge!r}: must start with 'hx' (the trial "
+                                 "firewall isolates hx* bridges), at most 15 characters")
+        return cls(socket=Path(f"/run/harness/{name}/docker.sock"),
+                   data_root=Path(f"/var/lib/harness/{name}"),
+                   exec_root=Path(f"/run/harness/{name}/exec"),
+                   pidfile=Path(f"/run/harness/{name}/docker.pid"),
+                   config=Path(f"/etc/harness/{name}.json"),
+                   log=Path(f"/var/log/harness-{name}.log"), unit=f"harness-{name}",
+                   bridge=bridge, bridge_addr=bridge_addr, build=False)
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.socket}"
+
+
+DEFAULT = Engine()
+SOCKET = DEFAULT.socket
+DEFAULT_HOST = DEFAULT.host
+DATA_ROOT = DEFAULT.data_root
 SETUP_HINT = "run `sudo scripts/setup.sh` (it starts the harness's Docker engine)"
 
 
@@ -76,13 +112,13 @@ def client(timeout: int = 120, host: str | None = None):
                              f"({str(exc)[:160]}); {hint}") from exc
 
 
-def daemon_config() -> dict:
-    """dockerd's configuration (written to CONFIG)."""
+def daemon_config(eng: Engine = DEFAULT) -> dict:
+    """dockerd's configuration (written to `eng.config`)."""
     cfg = {
-        "hosts": [DEFAULT_HOST], "data-root": str(DATA_ROOT), "exec-root": str(EXEC_ROOT),
-        "pidfile": str(PIDFILE), "userns-remap": "default",
+        "hosts": [eng.host], "data-root": str(eng.data_root), "exec-root": str(eng.exec_root),
+        "pidfile": str(eng.pidfile), "userns-remap": "default",
         "default-cgroupns-mode": "private", "no-new-privileges": True,
-        "iptables": False, "ip-masq": False, "ip6tables": False, "bridge": DEFAULT_BRIDGE,
+        "iptables": False, "ip-masq": False, "ip6tables": False, "bridge": eng.bridge,
         "userland-proxy": False, "live-restore": False,
         "default-runtime": "hx-runc", "runtimes": {"hx-runc": {"path": str(RUNTIME)}},
         "log-driver": "json-file", "log-opts": {"max-size": "4m", "max-file": "2"},
@@ -93,12 +129,16 @@ def daemon_config() -> dict:
     return cfg
 
 
-def running() -> bool:
+def _pid(eng: Engine) -> int | None:
     try:
-        pid = int(PIDFILE.read_text().strip())
+        pid = int(eng.pidfile.read_text().strip())
     except (OSError, ValueError):
-        return False
-    return Path(f"/proc/{pid}").exists() and SOCKET.exists()
+        return None
+    return pid if Path(f"/proc/{pid}").exists() else None
+
+
+def running(eng: Engine = DEFAULT) -> bool:
+    return _pid(eng) is not None and eng.socket.exists()
 
 
 def _install(src: Path, dest: Path, mode: int) -> bool:
@@ -113,12 +153,12 @@ def _install(src: Path, dest: Path, mode: int) -> bool:
     return True
 
 
-def _write_config() -> bool:
-    text = json.dumps(daemon_config(), indent=2, sort_keys=True) + "\n"
-    if CONFIG.exists() and CONFIG.read_text() == text:
+def _write_config(eng: Engine) -> bool:
+    text = json.dumps(daemon_config(eng), indent=2, sort_keys=True) + "\n"
+    if eng.config.exists() and eng.config.read_text() == text:
         return False
-    CONFIG.parent.mkdir(parents=True, exist_ok=True)
-    CONFIG.write_text(text)
+    eng.config.parent.mkdir(parents=True, exist_ok=True)
+    eng.config.write_text(text)
     return True
 
 
@@ -126,23 +166,30 @@ def _systemd() -> bool:
     return shutil.which("systemctl") is not None and Path("/run/systemd/system").is_dir()
 
 
-def stop() -> None:
-    """Stop the engine (root); containers go with it (no live-restore)."""
-    if _systemd() and UNIT.exists():
-        subprocess.run(["systemctl", "stop", "harness-docker"], capture_output=True)
+def _unit(eng: Engine) -> Path:
+    return Path(f"/etc/systemd/system/{eng.unit}.service")
+
+
+def stop(eng: Engine = DEFAULT, signal: int = 15) -> None:
+    """Stop the engine (root); containers go with it (no live-restore). `signal=9` kills
+    it outright, as a crashed host would."""
+    if signal == 15 and _systemd() and _unit(eng).exists():
+        subprocess.run(["systemctl", "stop", eng.unit], capture_output=True)
+        return
+    pid = _pid(eng)
+    if pid is None:
         return
     try:
-        pid = int(PIDFILE.read_text().strip())
-        os.kill(pid, 15)
-    except (OSError, ValueError):
+        os.kill(pid, signal)
+    except OSError:
         return
-    for _ in range(150):
+    for _ in range(300):
         if not Path(f"/proc/{pid}").exists():
             return
         time.sleep(0.1)
 
 
-def start(log=print) -> None:
+def start(log=print, eng: Engine = DEFAULT) -> None:
     """Install the runtime and configuration, (re)start dockerd when needed, wait for the
     socket, make the build network. Idempotent; needs root."""
     if os.geteuid() != 0:
@@ -151,56 +198,70 @@ def start(log=print) -> None:
     if shutil.which("dockerd") is None:
         raise PreflightError("dockerd not found: apt-get install docker.io")
     changed = _install(HERE / "hx-runc", RUNTIME, 0o755)
-    changed = _write_config() or changed
-    if running() and changed:
+    changed = _write_config(eng) or changed
+    if running(eng) and changed:
         log("harness Docker engine: configuration changed, restarting it")
-        stop()
-    if not running():
-        _launch(log)
+        stop(eng)
+    if not running(eng):
+        _launch(log, eng)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         try:
-            c = client(timeout=10)
+            c = client(timeout=10, host=eng.host)
             break
         except PreflightError:
             time.sleep(0.5)
     else:
-        raise PreflightError(f"the harness Docker engine did not come up; see {LOG}")
-    _build_network(c)
-    log(f"harness Docker engine ready at {DEFAULT_HOST}")
+        raise PreflightError(f"the harness Docker engine did not come up; see {eng.log}")
+    if eng.build:
+        _build_network(c)
+    log(f"harness Docker engine ready at {eng.host}")
 
 
-def _default_bridge() -> None:
+def _default_bridge(eng: Engine) -> None:
     """Create the engine's default bridge (dockerd needs it to exist)."""
-    if Path(f"/sys/class/net/{DEFAULT_BRIDGE}").exists():
+    if Path(f"/sys/class/net/{eng.bridge}").exists():
         return
-    for argv in (["ip", "link", "add", DEFAULT_BRIDGE, "type", "bridge"],
-                 ["ip", "addr", "add", DEFAULT_BRIDGE_ADDR, "dev", DEFAULT_BRIDGE],
-                 ["ip", "link", "set", DEFAULT_BRIDGE, "up"]):
+    for argv in (["ip", "link", "add", eng.bridge, "type", "bridge"],
+                 ["ip", "addr", "add", eng.bridge_addr, "dev", eng.bridge],
+                 ["ip", "link", "set", eng.bridge, "up"]):
         proc = subprocess.run(argv, capture_output=True, text=True)
         if proc.returncode != 0:
             raise PreflightError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
 
 
-def _launch(log) -> None:
-    for d in (EXEC_ROOT, DATA_ROOT, SOCKET.parent):
+def remove_bridge(eng: Engine) -> None:
+    """A stopped second engine's cleanup: the mounts dockerd left under its data root (its
+    user-namespace root is a bind mount; a killed dockerd never undoes it) and its default
+    bridge."""
+    root = str(eng.data_root) + "/"
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for target in sorted((m for m in mounts if m.startswith(root)), reverse=True):
+        subprocess.run(["umount", target], capture_output=True)
+    if Path(f"/sys/class/net/{eng.bridge}").exists():
+        subprocess.run(["ip", "link", "del", eng.bridge], capture_output=True)
+
+
+def _launch(log, eng: Engine) -> None:
+    for d in (eng.exec_root, eng.data_root, eng.socket.parent):
         d.mkdir(parents=True, exist_ok=True)
-    _default_bridge()
-    argv = [shutil.which("dockerd") or "dockerd", "--config-file", str(CONFIG)]
-    if _systemd():
-        UNIT.write_text("[Unit]\nDescription=harness Docker engine (trial containers)\n"
-                        "After=network-online.target\n\n[Service]\n"
-                        f"ExecStart={' '.join(argv)}\nDelegate=yes\nKillMode=process\n"
-                        "LimitNOFILE=1048576\n\n[Install]\nWantedBy=multi-user.target\n")
+    _default_bridge(eng)
+    argv = [shutil.which("dockerd") or "dockerd", "--config-file", str(eng.config)]
+    if _systemd() and eng.build:
+        _unit(eng).write_text(
+            "[Unit]\nDescription=harness Docker engine (trial containers)\n"
+            "After=network-online.target\n\n[Service]\n"
+            f"ExecStart={' '.join(argv)}\nDelegate=yes\nKillMode=process\n"
+            "LimitNOFILE=1048576\n\n[Install]\nWantedBy=multi-user.target\n")
         subprocess.run(["systemctl", "daemon-reload"], check=True)
-        subprocess.run(["systemctl", "enable", "--now", "harness-docker"], check=True)
-        log("harness Docker engine started (systemd unit harness-docker)")
+        subprocess.run(["systemctl", "enable", "--now", eng.unit], check=True)
+        log(f"harness Docker engine started (systemd unit {eng.unit})")
         return
-    LOG.parent.mkdir(parents=True, exist_ok=True)
-    with open(LOG, "ab") as out:
+    eng.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(eng.log, "ab") as out:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                          start_new_session=True, close_fds=True)
-    log(f"harness Docker engine started in the background (log: {LOG})")
+    log(f"harness Docker engine started in the background (log: {eng.log})")
 
 
 def _build_network(c) -> None:
@@ -216,11 +277,12 @@ def _build_network(c) -> None:
                           labels={"harness.engine": "build"})
 
 
-def status() -> dict:
+def status(host: str | None = None) -> dict:
     """What doctor reports: reachable, version, userns and cgroupns in effect."""
-    c = client(timeout=10)
+    host = host or docker_host()
+    c = client(timeout=10, host=host)
     info = c.info()
     opts = " ".join(info.get("SecurityOptions") or [])
-    return {"host": docker_host(), "version": info.get("ServerVersion", "?"),
+    return {"host": host, "version": info.get("ServerVersion", "?"),
             "userns": "userns" in opts, "cgroupns": "cgroupns" in opts,
             "runtime": info.get("DefaultRuntime", "?")}

@@ -1,0 +1,122 @@
+"""Two hosts for real: a second harness Docker engine on this machine (its own socket, data
+root, bridge and subnet pool) stands in for a remote host. One campaign spreads over both;
+the second engine is killed mid-campaign: it is drained, its running trials are placed
+again on the first, the campaign finishes with oracle 1.0 / nop 0, `host` recorded, and
+nothing is left on either engine (the killed one swept with `gc --host` once it is back).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import docker_ready
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow,
+              pytest.mark.skipif(docker_ready() is not None, reason=str(docker_ready())),
+              pytest.mark.skipif(os.geteuid() != 0 or shutil.which("dockerd") is None,
+                                 reason="a second Docker engine needs root and dockerd")]
+
+REPO = Path(__file__).resolve().parents[2]
+ENGINE = ["--name", "hxci2", "--bridge", "hxe-ci2", "--bridge-addr", "10.218.253.1/24"]
+SOCKET = "unix:///run/harness/hxci2/docker.sock"
+POOL = "10.220.0.0/16"
+
+
+def engine(verb: str) -> None:
+    subprocess.run([sys.executable, "-m", "harness.substrates.docker.engine", verb, *ENGINE],
+                   check=True, capture_output=True, timeout=180)
+
+
+def cli(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=timeout)
+
+
+@pytest.fixture
+def second_engine():
+    """The second engine, started for the test and stopped after it (one test run at a
+    time uses it: a lock beside its socket)."""
+    Path("/run/harness").mkdir(parents=True, exist_ok=True)
+    with open("/run/harness/hxci2.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        engine("start")
+        try:
+            yield SOCKET
+        finally:
+            engine("stop")
+
+
+def journal(run_dir: Path) -> list[dict]:
+    path = run_dir / "journal.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_second_busy_after_a_finish(run_dir: Path, timeout: float = 300) -> None:
+    """Until a trial finished on `second` and another one runs there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        j = journal(run_dir)
+        done = [i for i, e in enumerate(j) if e["event"] == "finished"
+                and e.get("host") == "second"]
+        if done:
+            started = {e["trial"] for e in j[done[0]:] if e["event"] == "started"
+                       and e.get("host") == "second"}
+            if started - {e["trial"] for e in j if e["event"] == "finished"}:
+                return
+        time.sleep(0.2)
+    raise AssertionError("no second trial started on host second")
+
+
+def test_campaign_over_two_engines_survives_killing_one(tmp_path, second_engine):
+    hosts = [{"name": "local", "docker": os.environ.get("HARNESS_DOCKER_HOST",
+                                                        "unix:///run/harness/docker.sock"),
+              "capacity": {"cpus": 2, "memory_mb": 4096, "max_trials": {"docker": 1}}},
+             {"name": "second", "docker": {"url": second_engine, "pool": POOL},
+              "capacity": {"cpus": 2, "memory_mb": 4096, "max_trials": {"docker": 1}}}]
+    camp = tmp_path / "c.yaml"
+    camp.write_text(yaml.safe_dump({
+        "name": "pytest-twohosts", "tasks": [str(REPO / "tasks/hello-docker")],
+        "agents": [{"name": "oracle"}, {"name": "nop"}], "attempts": 3, "hosts": hosts}))
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "campaign", "apply",
+                             str(camp), "--out", str(run_dir), "--json"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_second_busy_after_a_finish(run_dir)
+        engine("kill")
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    recs = [json.loads(p.read_text()) for p in (run_dir / "trials").glob("*/result.json")]
+    assert len(recs) == 6
+    for r in recs:
+        expect = ("passed", 1.0) if r["agent"]["name"] == "oracle" else ("failed", 0.0)
+        assert (r["status"], r["reward"]) == expect, r["trial_id"]
+    assert {r["host"] for r in recs} == {"local", "second"}
+    j = journal(run_dir)
+    assert [e["host"] for e in j if e["event"] == "host_drained"] == ["second"]
+    drained = [e["trial"] for e in j if e["event"] == "drained"]
+    assert drained, "the trial running on the killed engine was placed again"
+    for tid in drained:
+        rec = next(r for r in recs if r["trial_id"] == tid)
+        assert rec["host"] == "local"
+        assert list((run_dir / "aborted").glob(f"{tid}.drained-second.*"))
+    assert {e.get("host") for e in j if e["event"] == "started"} == {"local", "second"}
+    gc = ["gc", "--hosts", str(camp), "--campaign", "pytest-twohosts", "--json"]
+    assert json.loads(cli(*gc, "--dry-run", "--host", "local").stdout)["total"] == 0
+    engine("start")  # the "remote" host is back: sweep what its crash left
+    swept = json.loads(cli(*gc).stdout)
+    assert set(swept["found"]) == {"docker@local", "docker@second"}
+    assert json.loads(cli(*gc, "--dry-run").stdout)["total"] == 0
