@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from harness import owner
 from harness.config import Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
-from harness.substrates import firewall
+from harness.substrates import egress, firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, network
@@ -44,6 +44,7 @@ class DockerSubstrate(Substrate):
         "source": "kreuzwerker/docker", "version": "4.6.0", "shared": True,
         "build": str(HERE / "provider.sh")}}
     env_types: ClassVar[tuple[str, ...]] = ("docker",)
+    network_modes: ClassVar[tuple[str, ...]] = ("no-network", "public", "allowlist")
     default_concurrency: ClassVar[int] = 4
     settings_model: ClassVar[type[BaseModel]] = DockerSettings
 
@@ -124,8 +125,17 @@ class DockerSubstrate(Substrate):
     def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
         out = tf_outputs.get("nodes") or {}
         primary = spec.task.primary.name
+        extra = {"workdir": self._workdir(spec.image)} if spec.image else {}
         return [Node(name=n.name, host=out[n.name]["container"], cluster_ip=out[n.name]["ipv4"],
-                     primary=n.name == primary) for n in spec.task.nodes]
+                     primary=n.name == primary, extra=dict(extra)) for n in spec.task.nodes]
+
+    def _workdir(self, image: str) -> str:
+        """The image's WORKDIR ("" when it sets none or the image is gone)."""
+        try:
+            return (self.client.api.inspect_image(image).get("Config") or {}).get(
+                "WorkingDir") or ""
+        except Exception:  # the trial fails later, with a clearer cause
+            return ""
 
     def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
         hosts = {n.name: {"ansible_host": n.host, "harness_cluster_ip": n.cluster_ip,
@@ -318,6 +328,7 @@ class DockerSubstrate(Substrate):
                 removed.append(f"docker {kind} {name} (failed: {exc})")
         if trial:
             network.release_subnet(trial)
+            egress.clear(bridge_name(trial))
         else:
             live = {(n.get("Labels") or {}).get(LABEL_TRIAL)
                     for n in api.networks(filters={"label": LABEL_TRIAL})}
@@ -327,6 +338,20 @@ class DockerSubstrate(Substrate):
 
     def release(self, spec: TrialSpec) -> None:
         network.release_subnet(spec.trial_id)
+
+    async def set_egress(self, trial_id: str, nodes: list[Node], policy) -> dict:
+        """The firewall's sets for the trial's bridge (`harness.substrates.egress`); an
+        allowlist's answers pinned into every node's /etc/hosts."""
+        pins = await asyncio.to_thread(egress.apply, bridge_name(trial_id), policy,
+                                       self.config.egress_uplinks)
+        if policy.mode == "allowlist":
+            for node in nodes:
+                res = await self.exec(node, egress.hosts_script(pins), 30,
+                                      env={"HARNESS_SOURCE": "harness"})
+                if not res.ok:
+                    raise SubstrateError("docker", f"cannot pin the allowlist into "
+                                         f"{node.name}:/etc/hosts: {res.stderr.strip()}")
+        return pins
 
 
 def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
@@ -348,6 +373,7 @@ def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
                       "cpus": min(cpus, host_cpus), "memory_mb": n.memory_mb or env.memory_mb})
     return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
             "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes,
+            "egress": spec.task.needs_egress,
             "extra_labels": {owner.LABEL: owner.tag()}}
 
 

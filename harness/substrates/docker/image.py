@@ -68,7 +68,7 @@ def image_tag(client, task, settings: Settings) -> tuple[str, bytes, Path | None
     the ids of its local base images, so it changes whenever either does."""
     import docker
 
-    base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
+    base = settings.map_image(task.base_image) if task.base_image else DOCKER_BASE
     dockerfile = task.dockerfile
     text = rewrite_from(dockerfile.read_text(), settings) if dockerfile else f"FROM {base}\n"
     if task.env_file("setup.sh") is not None:
@@ -105,7 +105,7 @@ def _build(client, task, tag: str, tar_bytes: bytes, dockerfile: Path | None,
            settings: Settings, log) -> str:
     import docker
 
-    base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
+    base = settings.map_image(task.base_image) if task.base_image else DOCKER_BASE
     log(f"building image {tag} from {dockerfile or base}")
     try:
         image, _ = client.images.build(
