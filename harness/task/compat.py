@@ -95,14 +95,24 @@ def _policy(section: dict, table_key: str, where: str) -> dict | None:
     return out
 
 
-def _sizes(section: dict) -> None:
+def _sizes(section: dict, where: str) -> list[tuple[str, str]]:
+    """Sizes of one section in MB, in place; (key, problem) for each bad one (dropped)."""
+    problems = []
     for short, long in (("memory", "memory_mb"), ("storage", "storage_mb")):
+        key = f"{where}.{short if short in section else long}"
         if short in section:
             if long in section:
-                raise ValueError(f"{short} and {long} both set; keep one")
+                problems.append((key, f"{short} and {long} are both set; keep one"))
+                section.pop(short)
+                continue
             section[long] = section.pop(short)
         if long in section:
-            section[long] = parse_size_mb(section[long])
+            try:
+                section[long] = parse_size_mb(section[long])
+            except ValueError as exc:
+                problems.append((key, str(exc)))
+                section.pop(long)
+    return problems
 
 
 def normalize(raw: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -111,19 +121,13 @@ def normalize(raw: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]
     problems: list[tuple[str, str]] = []
     env = raw.get("environment")
     if isinstance(env, dict):
-        try:
-            _sizes(env)
-        except ValueError as exc:
-            problems.append(("environment.memory_mb/storage_mb", str(exc)))
+        problems += _sizes(env, "environment")
         nodes = env.get("nodes")
         if isinstance(nodes, list):
             env["nodes"] = [dict(n) if isinstance(n, dict) else n for n in nodes]
             for i, node in enumerate(env["nodes"]):
                 if isinstance(node, dict):
-                    try:
-                        _sizes(node)
-                    except ValueError as exc:
-                        problems.append((f"environment.nodes[{i}]", str(exc)))
+                    problems += _sizes(node, f"environment.nodes[{i}]")
         if isinstance(env.get("network"), dict) or any(
                 k in env for k in ("network_mode", "allowed_hosts", "allow_internet")):
             policy = _policy(env, "network", "environment")

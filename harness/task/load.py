@@ -29,7 +29,8 @@ def content_sha256(root: Path) -> str:
 
 
 def _loc(loc: tuple) -> str:
-    return ".".join(str(x) for x in loc if not str(x).startswith(("function-", "literal")))
+    key = ".".join(str(x) for x in loc if not str(x).startswith(("function-", "literal")))
+    return key.replace("environment.network_policy", "environment.network")
 
 
 def _format_error(err: dict) -> str:
