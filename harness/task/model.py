@@ -30,6 +30,8 @@ class TaskSection(_Section):
 
 
 class Metadata(_Section):
+    author_name: str | None = None
+    author_email: str | None = None
     difficulty: str | None = None
     category: str | None = None
     tags: list[str] = Field(default_factory=list)

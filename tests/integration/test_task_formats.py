@@ -102,8 +102,8 @@ def variant(tmp_path: Path, world: Outside, name: str, edit=lambda s: s) -> Path
                f"HOST_PORT={world.host_port}\nNEIGHBOUR={world.neighbour}\n")
     for part in ("solution", "tests"):
         (dest / part / "targets.env").write_text(targets)
-    toml = (dest / "task.toml").read_text().replace('"OUTSIDE_A"', f'"{world.a}"')
-    (dest / "task.toml").write_text(edit(toml).replace("name = ", "name = ", 1))
+    toml = (dest / "task.toml").read_text().replace('"outside-a.invalid"', f'"{world.a}"')
+    (dest / "task.toml").write_text(edit(toml))
     return dest
 
 
