@@ -215,6 +215,11 @@ class Substrate(ABC):
     def release(self, spec: TrialSpec) -> None:
         """Give back host-side reservations of a trial (after its teardown)."""
 
+    def image_warnings(self, task) -> list[str]:
+        """What the trial record should say about the task's base image(s): a mapping
+        through image_overrides that changes the distribution."""
+        return []
+
     async def set_egress(self, trial_id: str, nodes: list[Node], policy) -> dict:
         """Give the trial's network the egress of `policy` (a task NetworkPolicy) from now
         on; return the pinned DNS answers (host -> addresses) of an allowlist. Substrates

@@ -132,6 +132,7 @@ class Trial:
                                                      *self.extra_secrets] if v]
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root)
         self.timings: dict[str, dict] = {}
+        self.warnings: list[str] = []
         self.env: TrialEnvironment | None = None
         self._pending: list[concurrent.futures.Future] = []
         self._early: EarlyPrepare | None = None
@@ -188,6 +189,9 @@ class Trial:
     async def _provision(self) -> None:
         warm_shared_providers(required_providers(self.substrate.providers))
         image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
+        for note in self.substrate.image_warnings(self.task):
+            self.warnings.append(note)
+            self.event("image.mapped", warning=note)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
         self.secret_values.extend(v for v in self.substrate.secrets(self.spec)
@@ -490,7 +494,8 @@ class Trial:
             task_ref(self.task), agent_ref(self.agent),
             reward=gate.reward if gate else None,
             gates={gate.gate: gate.to_dict()} if gate else {},
-            checks=gate.checks if gate else [], error=error, started_at=started)
+            checks=gate.checks if gate else [], error=error, started_at=started,
+            warnings=list(self.warnings))
 
     async def _finish(self, record: TrialRecord, retry_log: list[dict]) -> None:
         record.retries = retry_log

@@ -175,3 +175,25 @@ def test_oracle_without_solve_sh_is_refused_before_anything_runs(tmp_path):
     why = get_agent("oracle").check_task(task)
     assert why and "solution/solve.sh: missing" in why
     assert get_agent("nop").check_task(task) is None
+
+
+def test_base_image_mapping_says_when_the_distribution_changes(tmp_path):
+    from harness.config import Settings, distribution
+
+    s = Settings()
+    assert distribution("ubuntu-24.04") == "ubuntu" and distribution("python:3.12") == "debian"
+    assert "ubuntu -> debian" in s.mapping_note("ubuntu:24.04")
+    assert "ubuntu -> debian" in s.mapping_note("ubuntu-24.04")
+    assert s.mapping_note("debian:bookworm") is None and s.mapping_note("python:3.12") is None
+    assert s.mapping_note("my/own:image") is None  # not mapped: used as it is
+
+
+def test_vm_base_image_maps_or_is_refused(tmp_path):
+    task = load_task(make(tmp_path, INFRABENCH.replace('"debian-12"', '"ubuntu-24.04"'),
+                          dockerfile=False))
+    assert task.base_image == "ubuntu-24.04"
+    (tmp_path / "x").mkdir()
+    found = problems(tmp_path / "x", INFRABENCH.replace('"debian-12"', '"centos-7"'),
+                     dockerfile=False)
+    assert any("environment.base_image: 'centos-7' has no VM image here" in p
+               and "image_overrides" in p for p in found)

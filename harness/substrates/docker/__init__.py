@@ -29,7 +29,7 @@ from harness.substrates import egress, firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, network
-from harness.substrates.docker.image import image_tag, task_image
+from harness.substrates.docker.image import base_refs, image_tag, task_image
 from harness.substrates.docker.settings import DockerSettings
 
 HERE = Path(__file__).resolve().parent
@@ -105,6 +105,12 @@ class DockerSubstrate(Substrate):
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
                                         self.config.prefix, spec.task.network)
         return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
+
+    def image_warnings(self, task) -> list[str]:
+        refs = [task.base_image] if task.base_image and not task.dockerfile else []
+        if task.dockerfile:
+            refs += base_refs(task.dockerfile.read_text())
+        return [n for n in dict.fromkeys(self.settings.mapping_note(r) for r in refs) if n]
 
     def planned_image(self, task) -> str:
         """The image tag apply would build or reuse (nothing is built)."""

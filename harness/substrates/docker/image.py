@@ -29,6 +29,18 @@ SETUP_STEP = ("\nCOPY setup.sh /tmp/harness-setup.sh\n"
 FROM_RE = re.compile(r"^(\s*FROM\s+)(?:--platform=\S+\s+)?(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 
 
+def base_refs(dockerfile: str) -> list[str]:
+    """The images a Dockerfile's FROM lines name (not its own stages)."""
+    stages, refs = set(), []
+    for m in FROM_RE.finditer(dockerfile):
+        ref, alias = m.group(2), re.search(r"\bAS\s+(\S+)", m.group(3), re.IGNORECASE)
+        if ref not in stages:
+            refs.append(ref)
+        if alias:
+            stages.add(alias.group(1))
+    return refs
+
+
 def rewrite_from(dockerfile: str, settings: Settings) -> str:
     """Replace every FROM image by its local override (stage names are left alone)."""
     stages: set[str] = set()
