@@ -197,3 +197,17 @@ def test_vm_base_image_maps_or_is_refused(tmp_path):
                      dockerfile=False)
     assert any("environment.base_image: 'centos-7' has no VM image here" in p
                and "image_overrides" in p for p in found)
+
+
+def test_a_failed_build_names_the_task_file_and_line(tmp_path):
+    from harness.substrates.docker.image import failing_file
+
+    root = make(tmp_path, HARBOR, files={"environment/setup.sh": "set -e\nfalse\n"})
+    (root / "environment" / "Dockerfile").write_text("FROM debian:bookworm\nRUN exit 3\n")
+    task = load_task(root)
+    dockerfile = root / "environment" / "Dockerfile"
+    log = ["Step 1/2 : FROM harness/debian:bookworm", "Step 2/2 : RUN exit 3", ""]
+    assert failing_file(task, dockerfile, log) == f"{dockerfile}:2"
+    log = ["Step 3/4 : RUN bash /tmp/harness-setup.sh && rm -f /tmp/harness-setup.sh",
+           "/tmp/harness-setup.sh: line 2: oops: command not found"]
+    assert failing_file(task, dockerfile, log) == f"{root}/environment/setup.sh:2"
