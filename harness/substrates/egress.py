@@ -26,7 +26,6 @@ import subprocess
 
 from harness.errors import SubstrateError
 from harness.substrates.firewall import TABLE
-from harness.task.compat import NetworkPolicy
 
 
 def _nft(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -81,10 +80,10 @@ def _elements(set_name: str, bridge: str) -> list[str]:
     return found
 
 
-def apply(bridge: str, policy: NetworkPolicy, extra_uplinks: list[str] = ()
-          ) -> dict[str, list[str]]:
-    """Make the firewall's sets carry `policy` for `bridge`; return the pinned answers
-    (host -> addresses) of an allowlist, else {}."""
+def apply(bridge: str, policy, extra_uplinks: list[str] = ()) -> dict[str, list[str]]:
+    """Make the firewall's sets carry `policy` (a task's `NetworkPolicy`: `mode`,
+    `allowed_hosts`) for `bridge`; return the pinned answers (host -> addresses) of an
+    allowlist, else {}."""
     lines = [f"add element inet {TABLE} uplinks {{ \"{dev}\" }}"
              for dev in [*default_uplinks(), *extra_uplinks]]
     for set_name in ("egress_public", "egress_allow"):
