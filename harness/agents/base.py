@@ -32,11 +32,11 @@ class AgentOutcome:
 
 
 def task_workdir(env, task) -> str | None:
-    """Where agent and oracle commands start: the image's WORKDIR for Harbor tasks (as
-    Harbor runs them; `/` when the image sets none), None (the agent's own choice) else."""
+    """Where agent and oracle commands start: the image's WORKDIR for Harbor tasks whose
+    image sets one (as Harbor runs them), else None (the agent's own default)."""
     if getattr(task, "format", "harness") != "harbor":
         return None
-    return (env.primary.extra or {}).get("workdir") or "/"
+    return (env.primary.extra or {}).get("workdir") or None
 
 
 class Agent(ABC):
