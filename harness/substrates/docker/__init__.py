@@ -11,12 +11,8 @@ destroys; the Docker SDK execs, uploads, powers and sweeps. Every object carries
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import ipaddress
-import os
 import shlex
 import time
-import warnings
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
@@ -24,12 +20,13 @@ from pydantic import BaseModel
 
 from harness import owner
 from harness.config import Settings, load_settings
-from harness.errors import InputError, PreflightError, SubstrateError
+from harness.errors import PreflightError, SubstrateError
 from harness.substrates import egress, firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, network
 from harness.substrates.docker.image import base_refs, image_tag, task_image
+from harness.substrates.docker.render import bridge_name, render_vars
 from harness.substrates.docker.settings import DockerSettings
 
 HERE = Path(__file__).resolve().parent
@@ -358,35 +355,6 @@ class DockerSubstrate(Substrate):
                     raise SubstrateError("docker", f"cannot pin the allowlist into "
                                          f"{node.name}:/etc/hosts: {res.stderr.strip()}")
         return pins
-
-
-def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
-    """The docker_trial module's variables for a trial on `subnet` (nodes from .10 up; CPU
-    quotas at most the host's cores, with a warning)."""
-    net = ipaddress.ip_network(subnet)
-    if net.num_addresses < 12 + len(spec.task.nodes):
-        raise InputError(f"{subnet} has no room for {len(spec.task.nodes)} node(s) from .10 "
-                         "up; use a /28 or larger", key="environment.network")
-    env = spec.task.env
-    host_cpus = os.cpu_count() or 1
-    nodes = []
-    for i, n in enumerate(spec.task.nodes):
-        cpus = n.cpus or env.cpus
-        if cpus > host_cpus:
-            warnings.warn(f"task {spec.task.name} node {n.name} asks for {cpus} CPUs; this "
-                          f"host has {host_cpus}", stacklevel=2)
-        nodes.append({"name": n.name, "ipv4": str(net.network_address + 10 + i),
-                      "cpus": min(cpus, host_cpus), "memory_mb": n.memory_mb or env.memory_mb})
-    return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
-            "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes,
-            "egress": spec.task.needs_egress,
-            "extra_labels": {owner.LABEL: owner.tag()}}
-
-
-def bridge_name(trial_id: str) -> str:
-    """`hxd-` + 10 hex digits of the trial id (15 characters, the Linux limit): an `hx*`
-    bridge, which the harness firewall isolates."""
-    return "hxd-" + hashlib.sha256(trial_id.encode()).hexdigest()[:10]
 
 
 def _container_name(c: dict) -> str:
