@@ -99,6 +99,10 @@ class DockerSubstrate(Substrate):
         return task_image(self.client, spec.task, self.settings, log=log)
 
     def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """Also: a trial without egress starts with none, whatever an earlier trial of the
+        same id (same bridge name) left in the firewall's sets after a kill -9."""
+        if not spec.task.needs_egress:
+            egress.clear(bridge_name(spec.trial_id))
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
                                         self.config.prefix, spec.task.network)
         return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
