@@ -211,3 +211,36 @@ def test_a_failed_build_names_the_task_file_and_line(tmp_path):
     log = ["Step 3/4 : RUN bash /tmp/harness-setup.sh && rm -f /tmp/harness-setup.sh",
            "/tmp/harness-setup.sh: line 2: oops: command not found"]
     assert failing_file(task, dockerfile, log) == f"{root}/environment/setup.sh:2"
+
+
+def test_syscraft_helpers_tolerate_missing_arguments_under_set_u(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    import jinja2
+
+    role = Path(__file__).resolve().parents[2] / "roles" / "harness_cluster_info" / "templates"
+    script = jinja2.Template((role / "cluster-info.sh.j2").read_text()).render(
+        harness_cluster_info_dir=str(tmp_path))
+    (tmp_path / "cluster-info.sh").write_text(script)
+    (tmp_path / "cluster-info").write_text("node0=node0\nnode0_cluster_ip=10.0.0.10\n"
+                                           "node1=node1\nnode1_bmc=10.0.0.1:16230\n")
+    body = (f"set -euo pipefail; . {tmp_path}/cluster-info.sh; hostname() {{ echo node1; }}; "
+            "echo \"[$(syscraft_discover_bmc_ip)][$(syscraft_remote_discover_bmc_ip)]"
+            "[$(syscraft_node_host)][$(syscraft_node_bmc node0)][$(syscraft_node_host node0)]"
+            "[$(harness_node_ip node0)][$(syscraft_node_host nosuch)]\"")
+    out = subprocess.run(["bash", "-c", body], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[10.0.0.1][10.0.0.1][node1][][node0][10.0.0.10][]"
+
+
+def test_infrabench_bootstrap_runs_on_the_primary_only(tmp_path):
+    from harness.paths import TrialPaths
+    from harness.tools.ansible import task_extravars
+
+    ib = load_task(make(tmp_path, INFRABENCH, dockerfile=False))
+    paths = TrialPaths(tmp_path / "trial")
+    assert task_extravars(ib, paths)["harness_bootstrap_primary_only"] is True
+    (tmp_path / "h").mkdir()
+    hb = load_task(make(tmp_path / "h", HARBOR))
+    assert task_extravars(hb, paths)["harness_bootstrap_primary_only"] is False
