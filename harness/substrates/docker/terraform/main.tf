@@ -8,8 +8,8 @@ locals {
 }
 
 resource "docker_network" "this" {
-  name     = local.prefix
-  driver   = "bridge"
+  name   = local.prefix
+  driver = "bridge"
   # no default route unless some phase of the task has egress (the firewall decides)
   internal = !var.egress
 
