@@ -138,10 +138,17 @@ def normalize(raw: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]
             problems.append(("environment.vm_backend",
                              f"got {backend!r}; VMs here run on libvirt/QEMU "
                              f"(valid: {', '.join(VM_BACKENDS)})"))
+    if "steps" in raw:
+        problems.append(("steps", "multi-step Harbor tasks ([[steps]]) are not run by this "
+                         "harness yet; valid: one instruction.md and tests/test.sh"))
     for name in ("agent", "verifier"):
         sec = raw.get(name)
         if not isinstance(sec, dict):
             continue
+        user = sec.pop("user", None)
+        if user not in (None, "root", 0):
+            problems.append((f"{name}.user", f"got {user!r}; commands run as root here "
+                             "(valid: \"root\" or unset)"))
         policy = _policy(sec, "network", name)
         if policy is not None:
             sec["network"] = policy

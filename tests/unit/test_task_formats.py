@@ -244,3 +244,13 @@ def test_infrabench_bootstrap_runs_on_the_primary_only(tmp_path):
     (tmp_path / "h").mkdir()
     hb = load_task(make(tmp_path / "h", HARBOR))
     assert task_extravars(hb, paths)["harness_bootstrap_primary_only"] is False
+
+
+def test_harbor_keys_this_harness_cannot_honour_are_refused(tmp_path):
+    toml = HARBOR.replace("[agent]\n", '[agent]\nuser = "agent"\n')
+    found = problems(tmp_path, toml + '[[steps]]\ninstruction = "x"\n')
+    assert any(": agent.user: got 'agent'; commands run as root" in p for p in found)
+    assert any(": steps: multi-step Harbor tasks" in p for p in found)
+    (tmp_path / "ok").mkdir()
+    task = load_task(make(tmp_path / "ok", HARBOR.replace("[agent]\n", '[agent]\nuser = "root"\n')))
+    assert task.warnings == []
