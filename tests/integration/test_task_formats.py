@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.agents import get_agent
-from harness.substrates import get_substrate
+from harness.substrates import TrialSpec, get_substrate
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
 from tests.conftest import HostListener, docker_ready, labeled
@@ -151,3 +151,36 @@ def test_harbor_task_workdir_env_tables_and_network_modes(outside, tmp_path):
     proc = subprocess.run(["nft", "-j", "list", "set", "inet", "harness", "egress_allow"],
                           capture_output=True, text=True)
     assert outside.a not in proc.stdout  # torn down: the trial's elements are gone
+
+
+IB_TASK = Path(__file__).resolve().parent / "tasks" / "infrabench-cluster"
+SSH_IMAGE = ("FROM debian:bookworm\nRUN apt-get update -q && DEBIAN_FRONTEND=noninteractive "
+             "apt-get install -y -q --no-install-recommends openssh-server openssh-client "
+             "&& rm -rf /var/lib/apt/lists/*\n")
+
+
+def test_infrabench_runtime_on_docker_nodes_with_sshd(tmp_path):
+    """The InfraBench vm-cluster test task as a docker task whose image has an SSH server:
+    bootstrap.sh on the primary only, root SSH to node1, syscraft helpers without
+    arguments under set -euo pipefail (the VM variant is test_task_formats_vm.py)."""
+    from harness.errors import InputError
+
+    task_dir = tmp_path / "infrabench-docker"
+    shutil.copytree(IB_TASK, task_dir)
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace('type = "vm-cluster"', 'type = "docker"')
+                    .replace('vm_backend = "libvirt"\n', ""))
+    (task_dir / "environment" / "Dockerfile").write_text(SSH_IMAGE)
+    task = load_task(task_dir)
+    assert task.format == "infrabench"
+    sub = get_substrate("docker")
+    trial_id = make_trial_id(task.name, "oracle", 1)
+    try:
+        sub.prepare(TrialSpec(trial_id, "pytest", task, tmp_path), log=lambda m: None)
+    except InputError as exc:  # no Debian mirror reachable from image builds here
+        pytest.skip(f"cannot build an image with openssh-server: {exc}")
+    trial = Trial(task=task, agent=get_agent("oracle"), substrate=sub,
+                  root=tmp_path / "trials" / trial_id, trial_id=trial_id, campaign="pytest")
+    rec = asyncio.run(trial.run())
+    assert rec.status == "passed" and rec.reward == 1.0, (rec.error, rec.checks)
+    assert rec.leaks == [] and labeled(trial_id) == []
