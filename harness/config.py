@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ DEFAULT_IMAGE_OVERRIDES = {
     "debian": LOCAL_BASE,
     "ubuntu:*": LOCAL_BASE,
     "ubuntu": LOCAL_BASE,
+    "ubuntu-*": LOCAL_BASE,
+    "debian-*": LOCAL_BASE,
     "python:*": LOCAL_BASE,
 }
 
@@ -46,6 +49,15 @@ class Settings(BaseModel):
             raise ConfigError(msg, file=str(config_path()),
                               key=f"substrates.{name}.{key}") from None
 
+    def mapping_note(self, ref: str) -> str | None:
+        """A warning when `ref` maps to a base of another distribution (ubuntu -> debian),
+        None when it keeps its own (or is not mapped)."""
+        mapped = self.map_image(ref)
+        if mapped == ref or distribution(ref) == distribution(mapped):
+            return None
+        return (f"base image {ref!r} runs as {mapped!r} ({distribution(ref)} -> "
+                f"{distribution(mapped)}; set image_overrides to choose another)")
+
     def map_image(self, ref: str) -> str:
         """Map a foreign `FROM` reference to a local base (glob patterns allowed)."""
         if ref in self.image_overrides:
@@ -54,6 +66,18 @@ class Settings(BaseModel):
             if fnmatch.fnmatchcase(ref, pattern):
                 return target
         return ref
+
+
+# official images built on Debian (the distribution their userland is)
+DEBIAN_BASED = frozenset({"python", "node", "golang", "rust", "buildpack-deps", "openjdk",
+                          "ruby", "perl", "php", "gcc"})
+
+
+def distribution(ref: str) -> str:
+    """The distribution an image reference names: `ubuntu:24.04` and `ubuntu-24.04` ->
+    ubuntu, `harness/debian:bookworm` and `python:3.12` -> debian."""
+    name = re.split(r"[:@-]", ref.rsplit("/", 1)[-1].lower())[0]
+    return "debian" if name in DEBIAN_BASED else name
 
 
 def config_path() -> Path:

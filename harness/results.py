@@ -118,6 +118,7 @@ class TrialRecord(BaseModel):
     risk: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(RISK_TYPES, 0))
     retries: list[dict[str, Any]] = Field(default_factory=list)
     error: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
     leaks: list[str] = Field(default_factory=list)
     fingerprint: str | None = None
     harness_version: str

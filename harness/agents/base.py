@@ -31,6 +31,14 @@ class AgentOutcome:
     cost_usd: float | None = None
 
 
+def task_workdir(env, task) -> str | None:
+    """Where agent and oracle commands start: the image's WORKDIR for Harbor tasks whose
+    image sets one (as Harbor runs them), else None (the agent's own default)."""
+    if getattr(task, "format", "harness") != "harbor":
+        return None
+    return (env.primary.extra or {}).get("workdir") or None
+
+
 class Agent(ABC):
     """An agent under evaluation. Subclasses are registered by name in harness.agents."""
 
@@ -40,6 +48,11 @@ class Agent(ABC):
     def __init__(self, model: str | None = None, **kwargs: Any):
         self.model = model
         self.kwargs = kwargs
+
+    def check_task(self, task) -> str | None:
+        """Why this agent cannot run `task` at all (checked before anything is
+        provisioned), or None."""
+        return None
 
     async def setup(self, env) -> None:
         """Install or prepare what the agent needs (pre-window: failures are retried)."""

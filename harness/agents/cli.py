@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.agents.base import Agent, AgentContext, AgentOutcome
+from harness.agents.base import Agent, AgentContext, AgentOutcome, task_workdir
 from harness.agents.prices import cost_usd
 from harness.agents.secrets import AGENT_KEYS
 from harness.errors import HarnessError
@@ -221,14 +221,15 @@ class CliAgent(Agent):
     """A coding-agent CLI on the primary node; subclasses only name their `CliSpec`.
 
     kwargs: `npm_registry` / `pip_index` (a mirror reachable from the trial network),
-    `install` (False: never try to install), `workdir` (default /root), `extra_args`
-    (appended to the CLI's flags), `prices` (overrides for harness.agents.prices).
+    `install` (False: never try to install), `workdir` (default: the image WORKDIR for
+    Harbor tasks, else /root), `extra_args` (appended to the CLI's flags), `prices`
+    (overrides for harness.agents.prices).
     """
 
     spec: ClassVar[CliSpec]
 
     def __init__(self, model: str | None = None, npm_registry: str | None = None,
-                 pip_index: str | None = None, install: bool = True, workdir: str = "/root",
+                 pip_index: str | None = None, install: bool = True, workdir: str | None = None,
                  extra_args: str = "", prices: dict | None = None, **kwargs: Any):
         super().__init__(model=model, **kwargs)
         self.npm_registry = npm_registry or os.environ.get("HARNESS_NPM_REGISTRY")
@@ -273,11 +274,12 @@ class CliAgent(Agent):
             f"image (environment/Dockerfile: `{how}`) or pass {kwarg}=<a mirror reachable from "
             "the trial network>.")
 
-    def command_line(self) -> str:
+    def command_line(self, workdir: str | None = None) -> str:
+        workdir = self.workdir or workdir or "/root"
         flags = f"{self.spec.model_flag} {shlex.quote(self.model)} " if self.model else ""
         if self.extra_args:
             flags += f"{self.extra_args} "
-        return (f"cd {shlex.quote(self.workdir)} 2>/dev/null || cd /; "
+        return (f"cd {shlex.quote(workdir)} 2>/dev/null || cd /; "
                 f"{self.spec.command.format(flags=flags)} </dev/null")
 
     def exec_env(self, ctx: AgentContext) -> dict[str, str]:
@@ -297,7 +299,7 @@ class CliAgent(Agent):
             prompt = Path(tmp) / Path(PROMPT).name
             prompt.write_text(instruction)
             await env.put(prompt, PROMPT_DIR)
-        cmd = self.command_line()
+        cmd = self.command_line(task_workdir(env, ctx.task))
         res = await env.exec(cmd, timeout=ctx.timeout_sec, env=exec_env)
         usage = self.spec.parse(res.stdout)
         cost = usage.cost_usd if usage.cost_usd is not None else \

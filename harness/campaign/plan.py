@@ -54,17 +54,22 @@ def plan_campaign(file: Path, out: Path | None = None, shard: str = "") -> dict[
     (`shard`: the lock of `apply --shard K/N` is taken instead of the run dir's)."""
     camp, text = load_campaign(file)
     tasks = resolve_tasks(camp, file.parent)
+    agents = {}
     for a in camp.agents:
         resolve_secrets(a)  # a `${VAR}` that is not set fails now, not at apply
-        get_agent(a.name, model=a.model, **a.kwargs)
+        agents[a.name] = get_agent(a.name, model=a.model, **a.kwargs)
     trials = expand(camp, tasks)
+    by_path = {str(t.path): t for t in tasks}
+    for t in trials:  # e.g. the oracle on a task without solution/solve.sh
+        why = agents[t.agent].check_task(by_path[t.task_path]) if t.agent in agents else None
+        if why:
+            raise InputError(f"{why} (agent {t.agent}, task {t.task})")
     subs = substrates_for(camp, trials)
     for sub in subs.values():
         sub.preflight()
     run_dir = (out or Path("runs") / camp.name).resolve()
     runlock.acquire(run_dir, "campaign apply" if shard else "campaign plan", shard)
     plan = write_plan(run_dir, camp, text, file, trials)
-    by_path = {str(t.path): t for t in tasks}
     states = Counter()
     for t in trials:
         state = trial_state(run_dir, {"trial_id": t.trial_id, "fingerprint": t.fingerprint})

@@ -58,8 +58,12 @@ def run(
     for c in record.checks:
         mark = "[green]PASS[/green]" if c["passed"] else "[red]FAIL[/red]"
         err.print(f"  {mark} {c['name']}" + ("" if c.get("scored", True) else " (unscored)"))
+    for warning in record.warnings:
+        err.print(f"  [yellow]warning:[/yellow] {warning}", highlight=False)
     if record.error:
         err.print(f"  error: {record.error.get('message', '')[:300]}", highlight=False)
+        for line in (record.error.get("tail") or "").splitlines()[-8:]:
+            err.print(f"    | {line}", highlight=False, markup=False)
     phases = ", ".join(f"{k} {v['seconds']:.1f}s" for k, v in record.timings.items())
     err.print(f"  timings: {phases}")
     from harness.paths import RunPaths

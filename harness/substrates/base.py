@@ -103,7 +103,9 @@ class Substrate(ABC):
     `default_concurrency`, `engine` (the hosts-file endpoint it runs on, `docker` or
     `libvirt`; empty when its nodes live elsewhere), `node_keys` (the
     `[[environment.nodes]]` keys it honours beyond name, cpus, memory_mb, storage_mb,
-    roles), and `settings_model` (its section of config.yaml, `substrates.<name>`).
+    roles, host), `network_modes` (the egress modes of task.toml it enforces; others are
+    refused at validate time) and `settings_model` (its section of config.yaml,
+    `substrates.<name>`).
     """
 
     name: ClassVar[str]
@@ -113,6 +115,7 @@ class Substrate(ABC):
     holds_capacity: ClassVar[bool] = False
     default_concurrency: ClassVar[int] = 1
     node_keys: ClassVar[frozenset[str]] = frozenset()
+    network_modes: ClassVar[tuple[str, ...]] = ("no-network",)
     settings_model: ClassVar[type[BaseModel] | None] = None
     engine: ClassVar[str] = ""
 
@@ -240,6 +243,20 @@ class Substrate(ABC):
 
     def release(self, spec: TrialSpec) -> None:
         """Give back host-side reservations of a trial (after its teardown)."""
+
+    def image_warnings(self, task) -> list[str]:
+        """What the trial record should say about the task's base image(s): a mapping
+        through image_overrides that changes the distribution."""
+        return []
+
+    async def set_egress(self, trial_id: str, nodes: list[Node], policy) -> dict:
+        """Give the trial's network the egress of `policy` (a task NetworkPolicy) from now
+        on; return the pinned DNS answers (host -> addresses) of an allowlist. Substrates
+        enforce the modes in `network_modes` (validation refuses the others)."""
+        if policy.mode != "no-network":
+            raise SubstrateError(self.name, f"network mode {policy.mode!r} is not available "
+                                 f"on {self.name} (it supports: {', '.join(self.network_modes)})")
+        return {}
 
     async def put_archive(self, node: Node, data: bytes, dest: str) -> None:
         """Unpack the tar `data` into the existing directory `dest` on the node."""

@@ -8,8 +8,14 @@ networks `hx-...`, the image-build network `hxb0`). From such a bridge:
   port, ping, DNS, and every host address of another interface (docker0, the host's LAN
   address, another trial's gateway) is dropped;
 - nothing is forwarded, except between the nodes of one bridge (with br_netfilter, bridged
-  traffic passes the forward hook: its destination is on the bridge it came in on) and
-  image builds (`hxb0`) out to the world (masqueraded), never into another `hx*` bridge.
+  traffic passes the forward hook: its destination is on the bridge it came in on), image
+  builds (`hxb0`) out to the world (masqueraded), never into another `hx*` bridge, and a
+  trial's egress (`harness.substrates.egress`): a bridge in the set `egress_public` may
+  leave through an uplink (set `uplinks`: the interfaces of the host's default routes, and
+  `egress_uplinks` of config.yaml), one in `egress_allow` only to its listed addresses, both
+  masqueraded, never to link-local addresses (cloud metadata), never into an `hx*` bridge;
+  replies come back in. The sets start empty: a trial has no egress until the harness,
+  which owns the elements, puts its bridge in for a phase.
 
 Replies to connections the host opens (SSH to VM nodes) pass. The rules match interface
 names, so they hold for trials created later without root. `apply()` (root; run by
@@ -38,6 +44,9 @@ BUILD_BRIDGE = "hxb0"
 RECORD = Path("/run/harness/firewall.json")
 
 RULESET = f"""table inet {TABLE} {{
+  set uplinks {{ type ifname; }}
+  set egress_public {{ type ifname; }}
+  set egress_allow {{ type ifname . ipv4_addr; }}
   chain input {{
     type filter hook input priority filter - 5; policy accept;
     iifname "hx*" jump from_trial
@@ -57,15 +66,22 @@ RULESET = f"""table inet {TABLE} {{
   chain out_of_trial {{
     fib daddr . iif oif exists accept
     iifname "{BUILD_BRIDGE}" oifname != "hx*" accept
+    oifname "hx*" counter drop
+    ip daddr 169.254.0.0/16 counter drop
+    iifname @egress_public oifname @uplinks accept
+    iifname . ip daddr @egress_allow oifname @uplinks accept
     counter drop
   }}
   chain into_trial {{
     oifname "{BUILD_BRIDGE}" iifname != "hx*" ct state established,related accept
+    oifname @egress_public iifname @uplinks ct state established,related accept
+    oifname . ip saddr @egress_allow iifname @uplinks ct state established,related accept
     counter drop
   }}
   chain postrouting {{
     type nat hook postrouting priority srcnat; policy accept;
     iifname "{BUILD_BRIDGE}" oifname != "hx*" masquerade
+    iifname "hx*" oifname @uplinks masquerade
   }}
 }}
 """
@@ -115,8 +131,9 @@ def loaded() -> tuple[bool, str]:
         proc = _nft(["list", "table", "inet", TABLE])
         if proc.returncode != 0:
             return False, f"nftables table inet {TABLE} is missing"
-        missing = [c for c in ("from_trial", "out_of_trial", "into_trial")
-                   if f"chain {c}" not in proc.stdout]
+        missing = [c for c in ("chain from_trial", "chain out_of_trial", "chain into_trial",
+                               "set egress_public", "set egress_allow", "set uplinks")
+                   if c not in proc.stdout]
         if missing or "fib daddr . iif oif exists" not in proc.stdout:
             return False, f"nftables table inet {TABLE} differs from this harness's rules"
         return True, f"nftables table inet {TABLE} loaded"

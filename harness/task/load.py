@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness import substrates
 from harness.errors import TaskError
+from harness.task.compat import normalize, task_format
 from harness.task.model import COMMON_NODE_KEYS, Task, TaskToml
 
 
@@ -28,7 +29,8 @@ def content_sha256(root: Path) -> str:
 
 
 def _loc(loc: tuple) -> str:
-    return ".".join(str(x) for x in loc if not str(x).startswith(("function-", "literal")))
+    key = ".".join(str(x) for x in loc if not str(x).startswith(("function-", "literal")))
+    return key.replace("environment.network_policy", "environment.network")
 
 
 def _format_error(err: dict) -> str:
@@ -83,6 +85,9 @@ def load_task(path: str | Path) -> Task:
     except tomllib.TOMLDecodeError as exc:
         raise TaskError([f"{toml_path}: invalid TOML: {exc}"]) from exc
     config = None
+    fmt = task_format(raw)
+    raw, compat_problems = normalize(raw)
+    problems += [f"{toml_path}: {key}: {why}" for key, why in compat_problems]
     try:
         config = TaskToml.model_validate(raw)
     except ValidationError as exc:
@@ -109,7 +114,7 @@ def load_task(path: str | Path) -> Task:
     warnings = [f"{toml_path}: unknown key {k!r} kept" for k in _unknown_keys(config)]
     name = config.task.name or root.name
     return Task(path=root, name=name, config=config, instruction=instruction,
-                sha256=content_sha256(root), warnings=warnings)
+                sha256=content_sha256(root), format=fmt, warnings=warnings)
 
 
 def _check_environment(root: Path, config: TaskToml) -> list[str]:
@@ -120,10 +125,19 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         problems.append(f"{toml_path}: environment.nodes: duplicate node names {dupes}")
+    if env.gpus:
+        problems.append(f"{toml_path}: environment.gpus: {env.gpus} GPUs asked for; no "
+                        "substrate here passes GPUs through (valid: 0 or unset)")
+    if env.mcp_servers:
+        problems.append(f"{toml_path}: environment.mcp_servers: MCP servers are not "
+                        "provided to agents by this harness (valid: [] or unset)")
     if env.type not in substrates.env_types():
+        alt = ("; until the bare-metal substrate lands, set type = \"vm-cluster\" (the same "
+               "nodes as VMs, same cluster-info and syscraft helpers)" if env.type == "cloudlab"
+               else "; a multi-node task written for bare metal runs on vm-cluster")
         problems.append(f"{toml_path}: environment.type: {env.type!r} has no substrate in "
-                        f"this harness yet (runnable: {', '.join(substrates.env_types())}); a "
-                        "multi-node task written for bare metal runs on vm-cluster")
+                        f"this harness yet (runnable: {', '.join(substrates.env_types())})"
+                        + alt)
     else:
         sub = substrates.substrate_class(substrates.for_env_type(env.type))
         problems += sub.validate_task(config, root)
@@ -133,6 +147,11 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
                 problems.append(f"{toml_path}: environment.nodes.{extra[0]}: set on node "
                                 f"{node.name}, but the {env.type!r} type has no such thing "
                                 f"(it honours: {', '.join(sorted(sub.node_keys)) or 'none'})")
+        for key, policy in _policies(config).items():
+            if policy.mode not in sub.network_modes:
+                problems.append(f"{toml_path}: {key}: network mode {policy.mode!r} is not "
+                                f"available on the {env.type!r} type (it supports: "
+                                f"{', '.join(sub.network_modes)})")
     if env.network:
         why = network_problem(env.network)
         if why:
@@ -144,6 +163,15 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
             problems.append(f"{toml_path}: gates.durability.reboot: unknown nodes {unknown}; "
                             f"valid: {names or ['node0']}")
     return problems
+
+
+def _policies(config: TaskToml) -> dict:
+    """Every network policy the task.toml sets, by the key that set it."""
+    found = {"environment.network_mode": config.environment.network_policy,
+             "agent.network": config.agent.network,
+             "agent.setup_network": config.agent.setup_network,
+             "verifier.network": config.verifier.network}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def network_problem(cidr: str) -> str | None:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from harness import substrates
+from harness.task.compat import NetworkPolicy
 
 LAYERS = ("L1", "L2", "L3", "L4", "L5", "L6")
 HOSTNAME_RE = re.compile(r"^[a-z]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -29,6 +30,8 @@ class TaskSection(_Section):
 
 
 class Metadata(_Section):
+    author_name: str | None = None
+    author_email: str | None = None
     difficulty: str | None = None
     category: str | None = None
     tags: list[str] = Field(default_factory=list)
@@ -49,14 +52,26 @@ def _timeout(default: float) -> Any:
 
 class AgentSection(_Section):
     timeout_sec: float = _timeout(1800.0)
+    network: NetworkPolicy | None = Field(
+        default=None, description="Egress in the agent window (default: the environment's)")
+    setup_network: NetworkPolicy | None = Field(
+        default=None, description="Egress while the agent is set up (default: the "
+                                  "environment's)")
 
 
 class VerifierSection(_Section):
     timeout_sec: float = _timeout(300.0)
     env: dict[str, str] = Field(default_factory=dict)
+    network: NetworkPolicy | None = Field(
+        default=None, description="Egress while test.sh runs (default: the environment's)")
 
 
-COMMON_NODE_KEYS = frozenset({"name", "cpus", "memory_mb", "storage_mb", "roles"})
+class SolutionSection(_Section):
+    env: dict[str, str] = Field(default_factory=dict,
+                                description="Exported to solve.sh (the oracle)")
+
+
+COMMON_NODE_KEYS = frozenset({"name", "cpus", "memory_mb", "storage_mb", "roles", "host"})
 
 
 class NodeSpec(_Section):
@@ -65,6 +80,8 @@ class NodeSpec(_Section):
     memory_mb: int | None = Field(default=None, gt=0, le=MAX_MEMORY_MB)
     storage_mb: int | None = Field(default=None, gt=0, le=MAX_STORAGE_MB)
     roles: list[str] = Field(default_factory=list)
+    host: str | None = Field(default=None, description="InfraBench: the machine the node "
+                             "was on; informational (a node's address is the substrate's)")
     bmc: bool = False
     data_disks: list[int] = Field(default_factory=list,
                                   description="Extra blank disks (VM only), sizes in MB; the "
@@ -99,7 +116,13 @@ class EnvironmentSection(_Section):
     memory_mb: int = Field(default=1024, gt=0, le=MAX_MEMORY_MB)
     storage_mb: int = Field(default=10240, gt=0, le=MAX_STORAGE_MB)
     base_image: str | None = None
-    network: str | None = None
+    docker_image: str | None = Field(default=None, description="Harbor: a prebuilt image "
+                                     "(mapped through image_overrides like base_image)")
+    network: str | None = Field(default=None, description="The trial subnet (CIDR)")
+    network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
+    gpus: int = Field(default=0, ge=0, le=64)
+    gpu_types: list[str] = Field(default_factory=list)
+    mcp_servers: list[Any] = Field(default_factory=list)
     build_timeout_sec: float = _timeout(900.0)
     nodes: list[NodeSpec] = Field(default_factory=list)
     ansible: AnsibleSection = Field(default_factory=AnsibleSection)
@@ -129,10 +152,12 @@ class TaskToml(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     version: str | None = None
+    schema_version: str | None = None
     task: TaskSection = Field(default_factory=TaskSection)
     metadata: Metadata = Field(default_factory=Metadata)
     agent: AgentSection = Field(default_factory=AgentSection)
     verifier: VerifierSection = Field(default_factory=VerifierSection)
+    solution: SolutionSection = Field(default_factory=SolutionSection)
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
     gates: GatesSection = Field(default_factory=GatesSection)
 
@@ -146,6 +171,7 @@ class Task(BaseModel):
     config: TaskToml
     instruction: str
     sha256: str
+    format: Literal["harness", "harbor", "infrabench"] = "harness"
     warnings: list[str] = Field(default_factory=list)
 
     @property
@@ -173,6 +199,28 @@ class Task(BaseModel):
     @property
     def network(self) -> str | None:
         return self.env.network
+
+    @property
+    def base_image(self) -> str | None:
+        """`base_image`, or Harbor's prebuilt `docker_image`."""
+        return self.env.base_image or self.env.docker_image
+
+    def network_policy(self, phase: str) -> NetworkPolicy:
+        """Egress in `phase` (environment | agent_setup | agent | verifier): the phase's own
+        policy, else the environment's baseline."""
+        own = {"agent_setup": self.config.agent.setup_network,
+               "agent": self.config.agent.network,
+               "verifier": self.config.verifier.network}.get(phase)
+        return own or self.env.network_policy
+
+    @property
+    def network_policies(self) -> dict[str, NetworkPolicy]:
+        return {p: self.network_policy(p)
+                for p in ("environment", "agent_setup", "agent", "verifier")}
+
+    @property
+    def needs_egress(self) -> bool:
+        return any(p.mode != "no-network" for p in self.network_policies.values())
 
     @property
     def dockerfile(self) -> Path | None:

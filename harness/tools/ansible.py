@@ -129,6 +129,8 @@ def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
         "harness_bootstrap_roles": list(ans.bootstrap),
         "harness_bootstrap_script": str(bootstrap) if bootstrap.is_file() else "",
         "harness_collect_dest": str(paths.root / "collect"),
+        # InfraBench: bootstrap.sh runs on the primary and reaches the others itself
+        "harness_bootstrap_primary_only": task.format == "infrabench",
         **ans.vars,
     }
     for stage in ("setup", "bootstrap"):
@@ -144,6 +146,7 @@ def prepare_skip_tags(task) -> list[str]:
     ans = task.env.ansible
     bootstrap = task.path / "environment" / "bootstrap.sh"
     return [tag for tag, empty in (("setup_roles", not ans.setup),
+                                   ("cluster_ssh", task.format != "infrabench"),
                                    ("bootstrap_script", not bootstrap.is_file()),
                                    ("bootstrap_roles", not ans.bootstrap)) if empty]
 

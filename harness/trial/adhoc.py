@@ -9,6 +9,7 @@ from pathlib import Path
 
 from harness.agents import get_agent
 from harness.agents.secrets import agent_secrets
+from harness.errors import InputError
 from harness.paths import RunPaths
 from harness.results import TrialRecord
 from harness.substrates import for_env_type, get_substrate
@@ -34,6 +35,9 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     # starts while checks run
     warm_shared_providers(required_providers(sub.providers), sub.provider_config())
     the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
+    why = the_agent.check_task(task)
+    if why:
+        raise InputError(why)
     trial_id = make_trial_id(task.name, agent, 1)
     CapacityPool().check(trial_id, task.total_memory_mb, task.total_cpus)
     sub.preflight()

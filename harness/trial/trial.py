@@ -133,6 +133,7 @@ class Trial:
                                                      *self.extra_secrets] if v]
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root)
         self.timings: dict[str, dict] = {}
+        self.warnings: list[str] = []
         self.env: TrialEnvironment | None = None
         self._pending: list[concurrent.futures.Future] = []
         self._early: EarlyPrepare | None = None
@@ -190,6 +191,9 @@ class Trial:
         warm_shared_providers(required_providers(self.substrate.providers),
                               self.substrate.provider_config())
         image = await self._blocking(self.substrate.prepare, self.spec, lambda m: None)
+        for note in self.substrate.image_warnings(self.task):
+            self.warnings.append(note)
+            self.event("image.mapped", warning=note)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
         tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
         self.secret_values.extend(v for v in self.substrate.secrets(self.spec)
@@ -277,13 +281,25 @@ class Trial:
                 else "setup"
             raise PreWindowError(phase, failed_play)
 
+    async def _egress(self, phase: str) -> None:
+        """The task's network policy for `phase` (`Task.network_policy`), when any phase of
+        the task has egress (else the trial network stays internal)."""
+        if not self.task.needs_egress:
+            return
+        policy = self.task.network_policy(phase)
+        nodes = self.env.nodes if self.env is not None else []
+        pins = await self.substrate.set_egress(self.trial_id, nodes, policy)
+        self.event("network.egress", phase=phase, mode=policy.mode, pinned=pins)
+
     async def _pre_window(self) -> None:
         try:
+            await self._egress("environment")
             await self._phase("provision", self._provision())
         except Exception as exc:  # any failure before the window is pre-window
             raise PreWindowError("provision", exc) from exc
         await self._setup_and_bootstrap()
         try:
+            await self._egress("agent_setup")
             await self._phase("agent_setup", self.agent.setup(self.env))
         except Exception as exc:
             raise PreWindowError("agent_setup", exc) from exc
@@ -373,6 +389,7 @@ class Trial:
         uninstall = cancel_on_sigterm()
         try:
             try:
+                await self._egress("agent")
                 outcome = await self._phase("agent", run_window(
                     self.agent.run(self.task.instruction, self.env, ctx), ctx.timeout_sec + 30,
                     scenario, api))
@@ -393,6 +410,7 @@ class Trial:
             await self._capture()
             self.paths.trajectory.touch()
             risk = await asyncio.to_thread(self._risk_and_atif, outcome)
+            await self._egress("verifier")
             gate: GateResult = await self._phase("verify", run_verifier(
                 self.env, self.task, self.paths.verifier("immediate")))
             self._integrity_events(gate)
@@ -479,7 +497,7 @@ class Trial:
             reward=gate.reward if gate else None,
             gates={gate.gate: gate.to_dict()} if gate else {},
             checks=gate.checks if gate else [], error=error, started_at=started,
-            host=self.host)
+            host=self.host, warnings=list(self.warnings))
 
     async def _finish(self, record: TrialRecord, retry_log: list[dict]) -> None:
         record.retries = retry_log

@@ -77,7 +77,8 @@ def test_harbor_task_with_defaults(tmp_path):
     assert [n.name for n in task.nodes] == ["node0"]
     assert task.primary.name == "node0"
     assert task.config.agent.timeout_sec == 600.0
-    assert any("author_name" in w for w in task.warnings)
+    assert task.config.metadata.author_name == "someone" and task.warnings == []
+    assert task.format == "harbor"
     assert len(task.sha256) == 64
 
 

@@ -21,12 +21,12 @@ from pydantic import BaseModel
 from harness import owner
 from harness.config import Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
-from harness.substrates import firewall
+from harness.substrates import egress, firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, network
-from harness.substrates.docker.image import image_tag, ship, task_image
-from harness.substrates.docker.network import bridge_name, render_vars
+from harness.substrates.docker.image import base_refs, image_tag, ship, task_image
+from harness.substrates.docker.render import bridge_name, render_vars
 from harness.substrates.docker.settings import DockerSettings
 
 __all__ = ["DockerSubstrate", "bridge_name", "render_vars"]
@@ -43,6 +43,7 @@ class DockerSubstrate(Substrate):
         "source": "kreuzwerker/docker", "version": "4.6.0", "shared": True,
         "build": str(HERE / "provider.sh")}}
     env_types: ClassVar[tuple[str, ...]] = ("docker",)
+    network_modes: ClassVar[tuple[str, ...]] = ("no-network", "public", "allowlist")
     default_concurrency: ClassVar[int] = 4
     settings_model: ClassVar[type[BaseModel]] = DockerSettings
     engine: ClassVar[str] = "docker"
@@ -141,9 +142,19 @@ class DockerSubstrate(Substrate):
         return image_id
 
     def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """Also: a trial without egress starts with none, whatever an earlier trial of the
+        same id (same bridge name) left in the firewall's sets after a kill -9."""
+        if not spec.task.needs_egress:
+            egress.clear(bridge_name(spec.trial_id))
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
                                         self.config.prefix, spec.task.network)
         return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
+
+    def image_warnings(self, task) -> list[str]:
+        refs = [task.base_image] if task.base_image and not task.dockerfile else []
+        if task.dockerfile:
+            refs += base_refs(task.dockerfile.read_text())
+        return [n for n in dict.fromkeys(self.settings.mapping_note(r) for r in refs) if n]
 
     def planned_image(self, task) -> str:
         """The image tag apply would build or reuse (nothing is built)."""
@@ -164,8 +175,17 @@ class DockerSubstrate(Substrate):
     def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
         out = tf_outputs.get("nodes") or {}
         primary = spec.task.primary.name
+        extra = {"workdir": self._workdir(spec.image)} if spec.image else {}
         return [Node(name=n.name, host=out[n.name]["container"], cluster_ip=out[n.name]["ipv4"],
-                     primary=n.name == primary) for n in spec.task.nodes]
+                     primary=n.name == primary, extra=dict(extra)) for n in spec.task.nodes]
+
+    def _workdir(self, image: str) -> str:
+        """The image's WORKDIR ("" when it sets none or the image is gone)."""
+        try:
+            return (self.client.api.inspect_image(image).get("Config") or {}).get(
+                "WorkingDir") or ""
+        except Exception:  # the trial fails later, with a clearer cause
+            return ""
 
     def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
         hosts = {n.name: {"ansible_host": n.host, "harness_cluster_ip": n.cluster_ip,
@@ -358,6 +378,7 @@ class DockerSubstrate(Substrate):
                 removed.append(f"docker {kind} {name} (failed: {exc})")
         if trial:
             network.release_subnet(trial, self.config.pool)
+            egress.clear(bridge_name(trial))
         else:
             live = {(n.get("Labels") or {}).get(LABEL_TRIAL)
                     for n in api.networks(filters={"label": LABEL_TRIAL})}
@@ -367,6 +388,20 @@ class DockerSubstrate(Substrate):
 
     def release(self, spec: TrialSpec) -> None:
         network.release_subnet(spec.trial_id, self.config.pool)
+
+    async def set_egress(self, trial_id: str, nodes: list[Node], policy) -> dict:
+        """The firewall's sets for the trial's bridge (`harness.substrates.egress`); an
+        allowlist's answers pinned into every node's /etc/hosts."""
+        pins = await asyncio.to_thread(egress.apply, bridge_name(trial_id), policy,
+                                       self.config.egress_uplinks)
+        if policy.mode == "allowlist":
+            for node in nodes:
+                res = await self.exec(node, egress.hosts_script(pins), 30,
+                                      env={"HARNESS_SOURCE": "harness"})
+                if not res.ok:
+                    raise SubstrateError("docker", f"cannot pin the allowlist into "
+                                         f"{node.name}:/etc/hosts: {res.stderr.strip()}")
+        return pins
 
 
 def _container_name(c: dict) -> str:

@@ -29,6 +29,18 @@ SETUP_STEP = ("\nCOPY setup.sh /tmp/harness-setup.sh\n"
 FROM_RE = re.compile(r"^(\s*FROM\s+)(?:--platform=\S+\s+)?(\S+)(.*)$", re.IGNORECASE | re.MULTILINE)
 
 
+def base_refs(dockerfile: str) -> list[str]:
+    """The images a Dockerfile's FROM lines name (not its own stages)."""
+    stages, refs = set(), []
+    for m in FROM_RE.finditer(dockerfile):
+        ref, alias = m.group(2), re.search(r"\bAS\s+(\S+)", m.group(3), re.IGNORECASE)
+        if ref not in stages:
+            refs.append(ref)
+        if alias:
+            stages.add(alias.group(1))
+    return refs
+
+
 def rewrite_from(dockerfile: str, settings: Settings) -> str:
     """Replace every FROM image by its local override (stage names are left alone)."""
     stages: set[str] = set()
@@ -68,7 +80,7 @@ def image_tag(client, task, settings: Settings) -> tuple[str, bytes, Path | None
     the ids of its local base images, so it changes whenever either does."""
     import docker
 
-    base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
+    base = settings.map_image(task.base_image) if task.base_image else DOCKER_BASE
     dockerfile = task.dockerfile
     text = rewrite_from(dockerfile.read_text(), settings) if dockerfile else f"FROM {base}\n"
     if task.env_file("setup.sh") is not None:
@@ -105,7 +117,7 @@ def _build(client, task, tag: str, tar_bytes: bytes, dockerfile: Path | None,
            settings: Settings, log) -> str:
     import docker
 
-    base = settings.map_image(task.env.base_image) if task.env.base_image else DOCKER_BASE
+    base = settings.map_image(task.base_image) if task.base_image else DOCKER_BASE
     log(f"building image {tag} from {dockerfile or base}")
     try:
         image, _ = client.images.build(
@@ -113,11 +125,30 @@ def _build(client, task, tag: str, tar_bytes: bytes, dockerfile: Path | None,
             network_mode=BUILD_NETWORK,
             labels={"harness.task-image": task.name}, timeout=int(task.env.build_timeout_sec))
     except docker.errors.BuildError as exc:
-        tail = " | ".join(str(c.get("stream", c.get("error", ""))).strip()
-                          for c in list(exc.build_log)[-4:] if c)
+        lines = [str(c.get("stream", c.get("error", ""))).strip() for c in exc.build_log if c]
+        tail = " | ".join(x for x in lines[-4:] if x)
+        where = failing_file(task, dockerfile, lines)
         raise InputError(f"docker build failed: {exc.msg}; last output: {tail[-400:]}",
-                         file=str(dockerfile or task.path / "task.toml")) from exc
+                         file=where) from exc
     return image.id
+
+
+def failing_file(task, dockerfile: Path | None, log_lines: list[str]) -> str:
+    """`file:line` of what failed in a build: environment/setup.sh (its line, as bash
+    reported it) when the setup step failed, else the Dockerfile line of the last step."""
+    steps = [x.split(":", 1)[1].strip() for x in log_lines if re.match(r"Step \d+/\d+ :", x)]
+    setup = task.path / "environment" / "setup.sh"
+    if steps and "harness-setup.sh" in steps[-1]:
+        found = [m.group(1) for x in log_lines
+                 if (m := re.search(r"harness-setup\.sh: line (\d+)", x))]
+        return f"{setup}:{found[-1]}" if found else str(setup)
+    if dockerfile is None:
+        return str(task.path / "task.toml")
+    if steps:
+        for number, text in enumerate(dockerfile.read_text().splitlines(), 1):
+            if text.strip() and text.strip() == steps[-1]:
+                return f"{dockerfile}:{number}"
+    return str(dockerfile)
 
 
 def _slug(name: str) -> str:

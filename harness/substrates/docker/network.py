@@ -12,14 +12,10 @@ import hashlib
 import ipaddress
 import os
 import time
-import warnings
 from pathlib import Path
-from typing import Any
 
-from harness import owner
 from harness.errors import InputError, SubstrateError
 from harness.paths import harness_home
-from harness.substrates.base import TrialSpec
 
 STALE_SEC = 900
 DEFAULT_POOL = "10.213.0.0/16"
@@ -105,31 +101,3 @@ def stale_reservations(live_trials: set[str], pool: str | None = None) -> list[P
         except OSError:
             continue
     return out
-
-
-def render_vars(spec: TrialSpec, subnet: str) -> dict[str, Any]:
-    """The docker_trial module's variables for a trial on `subnet` (nodes from .10 up; CPU
-    quotas at most the host's cores, with a warning)."""
-    net = ipaddress.ip_network(subnet)
-    if net.num_addresses < 12 + len(spec.task.nodes):
-        raise InputError(f"{subnet} has no room for {len(spec.task.nodes)} node(s) from .10 "
-                         "up; use a /28 or larger", key="environment.network")
-    env = spec.task.env
-    host_cpus = os.cpu_count() or 1
-    nodes = []
-    for i, n in enumerate(spec.task.nodes):
-        cpus = n.cpus or env.cpus
-        if cpus > host_cpus:
-            warnings.warn(f"task {spec.task.name} node {n.name} asks for {cpus} CPUs; this "
-                          f"host has {host_cpus}", stacklevel=2)
-        nodes.append({"name": n.name, "ipv4": str(net.network_address + 10 + i),
-                      "cpus": min(cpus, host_cpus), "memory_mb": n.memory_mb or env.memory_mb})
-    return {"trial_id": spec.trial_id, "campaign": spec.campaign, "image": spec.image,
-            "subnet": subnet, "bridge_name": bridge_name(spec.trial_id), "nodes": nodes,
-            "extra_labels": {owner.LABEL: owner.tag()}}
-
-
-def bridge_name(trial_id: str) -> str:
-    """`hxd-` + 10 hex digits of the trial id (15 characters, the Linux limit): an `hx*`
-    bridge, which the harness firewall isolates."""
-    return "hxd-" + hashlib.sha256(trial_id.encode()).hexdigest()[:10]

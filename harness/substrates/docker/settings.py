@@ -9,13 +9,16 @@ from harness.config import load_settings
 
 class DockerSettings(BaseModel):
     """`host`: the engine endpoint (empty: the harness's own engine, see `engine`);
-    `pool`/`prefix`: where trial subnets come from; `pids_limit`: per node."""
+    `pool`/`prefix`: where trial subnets come from; `pids_limit`: per node;
+    `egress_uplinks`: interfaces a trial's egress (task network mode public/allowlist) may
+    leave through besides those of the host's default routes."""
 
     model_config = ConfigDict(extra="forbid")
     host: str = ""
     pool: str = "10.213.0.0/16"
     prefix: int = Field(default=24, ge=16, le=28)
     pids_limit: int = Field(default=4096, ge=64, le=1048576)
+    egress_uplinks: list[str] = Field(default_factory=list)
 
 
 def docker_settings() -> DockerSettings:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness import owner
-from harness.config import Settings, load_settings
+from harness.config import LOCAL_BASE, Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import TrialPaths, provider_mirror
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
@@ -121,7 +121,16 @@ class LibvirtSubstrate(Substrate):
         if len(nodes) > cls.max_nodes:
             return [f"{root / 'task.toml'}: environment.nodes: {len(nodes)} nodes; the "
                     f"{cls.name} type runs {cls.max_nodes} (use vm-cluster)"]
+        ref = config.environment.base_image
+        if ref and load_settings().map_image(ref) != LOCAL_BASE:
+            return [f"{root / 'task.toml'}: environment.base_image: {ref!r} has no VM image "
+                    f"here; VMs boot the Debian 12 qcow2 ({LOCAL_BASE}): map the name to it "
+                    "with image_overrides in config.yaml, or leave base_image unset"]
         return []
+
+    def image_warnings(self, task) -> list[str]:
+        note = load_settings().mapping_note(task.base_image) if task.base_image else None
+        return [note] if note else []
 
     @classmethod
     def scaffold(cls, env_dir: Path) -> str:

@@ -8,9 +8,10 @@ locals {
 }
 
 resource "docker_network" "this" {
-  name     = local.prefix
-  driver   = "bridge"
-  internal = true
+  name   = local.prefix
+  driver = "bridge"
+  # no default route unless some phase of the task has egress (the firewall decides)
+  internal = !var.egress
 
   ipam_config {
     subnet = var.subnet

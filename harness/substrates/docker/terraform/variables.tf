@@ -65,3 +65,9 @@ variable "extra_labels" {
   type        = map(string)
   default     = {}
 }
+
+variable "egress" {
+  description = "Give nodes a default route via the bridge (a task network mode other than no-network in some phase); the harness firewall's egress sets decide what leaves."
+  type        = bool
+  default     = false
+}

@@ -1,0 +1,127 @@
+"""A trial's egress, per phase: the elements of the harness firewall's sets for its bridge.
+
+The nftables table (`harness.substrates.firewall`) drops everything a trial bridge sends
+out unless its bridge is in `egress_public` (out through an uplink, masqueraded) or a
+(bridge, address) pair is in `egress_allow`. `apply(bridge, policy)` makes the sets say
+what `policy` says for that bridge alone, in one nft transaction:
+
+- `no-network`: no element (nodes reach each other only);
+- `public`: the bridge in `egress_public`;
+- `allowlist`: each allowed host resolved now, on the host (an IPv4 literal is taken as it
+  is), and one `egress_allow` element per address; the answers are returned so that the
+  caller can pin them into the nodes' /etc/hosts (the nodes' own DNS goes nowhere).
+
+Uplinks are the interfaces of the host's default routes plus `extra_uplinks` (config.yaml
+`egress_uplinks`); traffic to any other interface (docker0, libvirt's, the LAN of a second
+NIC without a default route) is dropped. Needs root (as the harness runs trials).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import socket
+import subprocess
+
+from harness.errors import SubstrateError
+from harness.substrates.firewall import TABLE
+
+
+def _nft(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    nft = shutil.which("nft") or "/usr/sbin/nft"
+    return subprocess.run([nft, *args], input=stdin, capture_output=True, text=True)
+
+
+def default_uplinks() -> list[str]:
+    """The interfaces of the host's IPv4 default routes."""
+    proc = subprocess.run(["ip", "-j", "route", "show", "default"], capture_output=True,
+                          text=True)
+    try:
+        return sorted({r["dev"] for r in json.loads(proc.stdout or "[]") if r.get("dev")})
+    except (ValueError, TypeError):
+        return []
+
+
+def resolve(hosts: list[str]) -> dict[str, list[str]]:
+    """host -> its IPv4 addresses, resolved now on the host (a literal maps to itself;
+    a name that does not resolve maps to [])."""
+    out: dict[str, list[str]] = {}
+    for host in hosts:
+        try:
+            out[host] = [str(ipaddress.IPv4Address(host))]
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:
+            out[host] = []
+            continue
+        out[host] = sorted({info[4][0] for info in infos})
+    return out
+
+
+def _elements(set_name: str, bridge: str) -> list[str]:
+    """The set's current elements for `bridge`, in nft syntax."""
+    proc = _nft(["-j", "list", "set", "inet", TABLE, set_name])
+    if proc.returncode != 0:
+        raise SubstrateError("egress", f"the trial firewall has no set {set_name} "
+                             "(an older harness loaded it): run `sudo scripts/setup.sh`")
+    found = []
+    for item in json.loads(proc.stdout).get("nftables", []):
+        for elem in (item.get("set") or {}).get("elem", []):
+            if isinstance(elem, dict) and "concat" in elem:
+                iface, addr = elem["concat"]
+                if iface == bridge:
+                    found.append(f'"{iface}" . {addr}')
+            elif elem == bridge:
+                found.append(f'"{elem}"')
+    return found
+
+
+def apply(bridge: str, policy, extra_uplinks: list[str] = ()) -> dict[str, list[str]]:
+    """Make the firewall's sets carry `policy` (a task's `NetworkPolicy`: `mode`,
+    `allowed_hosts`) for `bridge`; return the pinned answers (host -> addresses) of an
+    allowlist, else {}."""
+    lines = [f"add element inet {TABLE} uplinks {{ \"{dev}\" }}"
+             for dev in [*default_uplinks(), *extra_uplinks]]
+    for set_name in ("egress_public", "egress_allow"):
+        old = _elements(set_name, bridge)
+        if old:
+            lines.append(f"delete element inet {TABLE} {set_name} {{ {', '.join(old)} }}")
+    pins: dict[str, list[str]] = {}
+    if policy.mode == "public":
+        lines.append(f"add element inet {TABLE} egress_public {{ \"{bridge}\" }}")
+    elif policy.mode == "allowlist":
+        pins = resolve(policy.allowed_hosts)
+        addrs = sorted({a for found in pins.values() for a in found})
+        if addrs:
+            elems = ", ".join(f'"{bridge}" . {a}' for a in addrs)
+            lines.append(f"add element inet {TABLE} egress_allow {{ {elems} }}")
+    proc = _nft(["-f", "-"], "\n".join(lines) + "\n")
+    if proc.returncode != 0:
+        raise SubstrateError("egress", f"nft could not set egress {policy.describe()} for "
+                             f"{bridge}: {proc.stderr.strip()[-300:]}")
+    return pins
+
+
+def clear(bridge: str) -> None:
+    """No egress for `bridge` any more (teardown); quiet when the table or nft is gone."""
+    try:
+        lines = [f"delete element inet {TABLE} {name} {{ {', '.join(old)} }}"
+                 for name in ("egress_public", "egress_allow") if (old := _elements(name, bridge))]
+    except (SubstrateError, OSError, ValueError):
+        return
+    if lines:
+        _nft(["-f", "-"], "\n".join(lines) + "\n")
+
+
+def hosts_script(pins: dict[str, list[str]]) -> str:
+    """A shell command that replaces the harness-pinned lines of /etc/hosts with `pins`."""
+    tag = "# harness egress allowlist"
+    lines = "".join(f"{addrs[0]} {host} {tag}\\n" for host, addrs in pins.items()
+                    if addrs and host != addrs[0])
+    return (f"grep -v '{tag}$' /etc/hosts > /etc/hosts.hx 2>/dev/null; "
+            f"printf '{lines}' >> /etc/hosts.hx; cat /etc/hosts.hx > /etc/hosts; "
+            "rm -f /etc/hosts.hx")

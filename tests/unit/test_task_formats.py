@@ -1,0 +1,256 @@
+"""Harbor (`version = "1.0"`) and InfraBench (`schema_version = "1.1"`) task.toml files:
+every published key parsed, honoured or refused with the file, the key and what is valid."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.agents import get_agent
+from harness.errors import TaskError
+from harness.task import load_task
+from harness.task.compat import NetworkPolicy, normalize, parse_size_mb, task_format
+from harness.tools.ansible import prepare_skip_tags
+from tests.unit.test_task import make
+
+HARBOR = """\
+version = "1.0"
+[metadata]
+author_name = "Test Author"
+difficulty = "easy"
+category = "sysadmin"
+tags = ["compat"]
+[agent]
+timeout_sec = 120.0
+[verifier]
+timeout_sec = 60.0
+[verifier.env]
+EXPECTED = "hello"
+[solution.env]
+GREETING = "hello"
+[environment]
+build_timeout_sec = 300.0
+cpus = 1
+memory = "2G"
+storage = "10G"
+gpus = 0
+"""
+
+INFRABENCH = """\
+schema_version = "1.1"
+[task]
+name = "ib-compat"
+[metadata]
+layer = "L3"
+[environment]
+type = "vm-cluster"
+vm_backend = "libvirt"
+base_image = "debian-12"
+memory_mb = 1024
+[[environment.nodes]]
+name = "node0"
+roles = ["primary"]
+host = "ms1001.utah.cloudlab.us"
+[[environment.nodes]]
+name = "node1"
+memory = "512M"
+"""
+
+
+def problems(tmp_path, toml: str, **kw) -> list[str]:
+    with pytest.raises(TaskError) as info:
+        load_task(make(tmp_path, toml, **kw))
+    return info.value.problems
+
+
+@pytest.mark.parametrize("text,mb", [("512M", 512), ("2G", 2048), ("2GB", 2048),
+                                     ("1.5GiB", 1536), ("1T", 1048576), ("2048", 2048),
+                                     (" 4g ", 4096), (768, 768)])
+def test_size_strings(text, mb):
+    assert parse_size_mb(text) == mb
+
+
+@pytest.mark.parametrize("text", ["2Q", "lots", "-1G", "0.1K"])
+def test_bad_size_strings_say_what_is_valid(text):
+    with pytest.raises(ValueError, match="512M|less than 1 MB"):
+        parse_size_mb(text)
+
+
+def test_harbor_task_keys_are_honoured_not_kept(tmp_path):
+    task = load_task(make(tmp_path, HARBOR))
+    assert task.format == "harbor"
+    assert (task.env.memory_mb, task.env.storage_mb, task.env.gpus) == (2048, 10240, 0)
+    assert task.config.verifier.env == {"EXPECTED": "hello"}
+    assert task.config.solution.env == {"GREETING": "hello"}
+    assert not any("memory" in w or "storage" in w or "env" in w for w in task.warnings)
+    assert task.network_policy("agent").mode == "no-network" and not task.needs_egress
+
+
+def test_network_modes_every_spelling_and_phase(tmp_path):
+    toml = HARBOR + """allow_internet = true
+[agent.network]
+mode = "allowlist"
+allowed_hosts = ["pypi.org", "10.9.8.7"]
+[agent.setup_network]
+mode = "public"
+[verifier.network]
+mode = "no-network"
+"""
+    task = load_task(make(tmp_path, toml))
+    got = {phase: p.describe() for phase, p in task.network_policies.items()}
+    assert got == {"environment": "public", "agent_setup": "public",
+                   "agent": "allowlist(pypi.org, 10.9.8.7)", "verifier": "no-network"}
+    assert task.needs_egress
+
+
+def test_flat_harbor_network_keys(tmp_path):
+    toml = HARBOR.replace("[agent]\n", '[agent]\nnetwork_mode = "allowlist"\n'
+                          'allowed_hosts = ["example.org"]\n')
+    toml = toml.replace("[verifier]\n", '[verifier]\nnetwork_mode = "public"\n')
+    task = load_task(make(tmp_path, toml))
+    assert task.network_policy("agent") == NetworkPolicy(mode="allowlist",
+                                                         allowed_hosts=["example.org"])
+    assert task.network_policy("verifier").mode == "public"
+    assert task.network_policy("agent_setup").mode == "no-network"
+
+
+def test_allow_internet_false_and_a_subnet_string_still_mean_what_they_did(tmp_path):
+    toml = HARBOR + 'allow_internet = false\nnetwork = "10.77.0.0/24"\n'
+    task = load_task(make(tmp_path, toml))
+    assert task.network == "10.77.0.0/24" and not task.needs_egress
+
+
+@pytest.mark.parametrize("extra,key,valid", [
+    ('gpu_types = ["a100"]\n', "environment.gpus", "valid: 0 or unset"),
+    ('mcp_servers = [{name = "x", command = "y"}]\n', "environment.mcp_servers", "[] or unset"),
+    ('memory_mb = 512\n', "environment.memory", "keep one"),
+    ('[environment.network]\nmode = "open"\n', "environment.network.mode",
+     "'no-network', 'public' or 'allowlist'"),
+    ('[agent.network]\nmode = "allowlist"\nallowed_hosts = ["bad host!"]\n',
+     "agent.network.allowed_hosts", "host name or IPv4"),
+    ('[agent.network]\nmode = "public"\nproxy = "x"\n', "agent.network.proxy", "unknown key"),
+])
+def test_refusals_name_file_key_and_what_is_valid(tmp_path, extra, key, valid):
+    toml = HARBOR.replace("gpus = 0", "gpus = 2") if "gpu_types" in extra else HARBOR
+    found = problems(tmp_path, toml + extra)
+    line = next((p for p in found if f": {key}" in p), None)
+    assert line is not None, found
+    assert line.startswith(str(tmp_path / "t" / "task.toml")) and valid in line
+
+
+def test_infrabench_task_keys(tmp_path):
+    task = load_task(make(tmp_path, INFRABENCH, dockerfile=False))
+    assert task.format == "infrabench"
+    assert task.primary.name == "node0"
+    assert task.nodes[0].host == "ms1001.utah.cloudlab.us"
+    assert task.nodes[1].memory_mb == 512
+    assert not any("host" in w or "vm_backend" in w or "roles" in w for w in task.warnings)
+    assert "cluster_ssh" not in prepare_skip_tags(task)
+
+
+def test_infrabench_refusals(tmp_path):
+    found = problems(tmp_path, INFRABENCH.replace('"libvirt"', '"xen"')
+                     .replace('type = "vm-cluster"', 'type = "cloudlab"'), dockerfile=False)
+    assert any("environment.vm_backend: got 'xen'" in p and "libvirt" in p for p in found)
+    assert any("environment.type: 'cloudlab'" in p and 'type = "vm-cluster"' in p
+               for p in found)
+
+
+def test_egress_modes_refused_where_the_substrate_cannot_enforce_them(tmp_path):
+    toml = INFRABENCH.replace("[[environment.nodes]]", '[verifier]\nnetwork_mode = "public"\n'
+                              "[[environment.nodes]]", 1)
+    found = problems(tmp_path, toml, dockerfile=False)
+    assert any("verifier.network: network mode 'public' is not available on the "
+               "'vm-cluster' type (it supports: no-network)" in p for p in found)
+
+
+def test_native_tasks_keep_their_semantics(tmp_path):
+    task = load_task(make(tmp_path, "[environment]\nmemory_mb = 256\n"))
+    assert task.format == "harness" and "cluster_ssh" in prepare_skip_tags(task)
+    assert task_format({"version": "1.0"}) == "harbor"
+    assert normalize({"environment": {"memory": "1G"}})[0]["environment"] == {"memory_mb": 1024}
+
+
+def test_oracle_without_solve_sh_is_refused_before_anything_runs(tmp_path):
+    task = load_task(make(tmp_path, HARBOR))
+    why = get_agent("oracle").check_task(task)
+    assert why and "solution/solve.sh: missing" in why
+    assert get_agent("nop").check_task(task) is None
+
+
+def test_base_image_mapping_says_when_the_distribution_changes(tmp_path):
+    from harness.config import Settings, distribution
+
+    s = Settings()
+    assert distribution("ubuntu-24.04") == "ubuntu" and distribution("python:3.12") == "debian"
+    assert "ubuntu -> debian" in s.mapping_note("ubuntu:24.04")
+    assert "ubuntu -> debian" in s.mapping_note("ubuntu-24.04")
+    assert s.mapping_note("debian:bookworm") is None and s.mapping_note("python:3.12") is None
+    assert s.mapping_note("my/own:image") is None  # not mapped: used as it is
+
+
+def test_vm_base_image_maps_or_is_refused(tmp_path):
+    task = load_task(make(tmp_path, INFRABENCH.replace('"debian-12"', '"ubuntu-24.04"'),
+                          dockerfile=False))
+    assert task.base_image == "ubuntu-24.04"
+    (tmp_path / "x").mkdir()
+    found = problems(tmp_path / "x", INFRABENCH.replace('"debian-12"', '"centos-7"'),
+                     dockerfile=False)
+    assert any("environment.base_image: 'centos-7' has no VM image here" in p
+               and "image_overrides" in p for p in found)
+
+
+def test_a_failed_build_names_the_task_file_and_line(tmp_path):
+    from harness.substrates.docker.image import failing_file
+
+    root = make(tmp_path, HARBOR, files={"environment/setup.sh": "set -e\nfalse\n"})
+    (root / "environment" / "Dockerfile").write_text("FROM debian:bookworm\nRUN exit 3\n")
+    task = load_task(root)
+    dockerfile = root / "environment" / "Dockerfile"
+    log = ["Step 1/2 : FROM harness/debian:bookworm", "Step 2/2 : RUN exit 3", ""]
+    assert failing_file(task, dockerfile, log) == f"{dockerfile}:2"
+    log = ["Step 3/4 : RUN bash /tmp/harness-setup.sh && rm -f /tmp/harness-setup.sh",
+           "/tmp/harness-setup.sh: line 2: oops: command not found"]
+    assert failing_file(task, dockerfile, log) == f"{root}/environment/setup.sh:2"
+
+
+def test_syscraft_helpers_tolerate_missing_arguments_under_set_u(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    import jinja2
+
+    role = Path(__file__).resolve().parents[2] / "roles" / "harness_cluster_info" / "templates"
+    script = jinja2.Template((role / "cluster-info.sh.j2").read_text()).render(
+        harness_cluster_info_dir=str(tmp_path))
+    (tmp_path / "cluster-info.sh").write_text(script)
+    (tmp_path / "cluster-info").write_text("node0=node0\nnode0_cluster_ip=10.0.0.10\n"
+                                           "node1=node1\nnode1_bmc=10.0.0.1:16230\n")
+    body = (f"set -euo pipefail; . {tmp_path}/cluster-info.sh; hostname() {{ echo node1; }}; "
+            "echo \"[$(syscraft_discover_bmc_ip)][$(syscraft_remote_discover_bmc_ip)]"
+            "[$(syscraft_node_host)][$(syscraft_node_bmc node0)][$(syscraft_node_host node0)]"
+            "[$(harness_node_ip node0)][$(syscraft_node_host nosuch)]\"")
+    out = subprocess.run(["bash", "-c", body], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[10.0.0.1][10.0.0.1][node1][][node0][10.0.0.10][]"
+
+
+def test_infrabench_bootstrap_runs_on_the_primary_only(tmp_path):
+    from harness.paths import TrialPaths
+    from harness.tools.ansible import task_extravars
+
+    ib = load_task(make(tmp_path, INFRABENCH, dockerfile=False))
+    paths = TrialPaths(tmp_path / "trial")
+    assert task_extravars(ib, paths)["harness_bootstrap_primary_only"] is True
+    (tmp_path / "h").mkdir()
+    hb = load_task(make(tmp_path / "h", HARBOR))
+    assert task_extravars(hb, paths)["harness_bootstrap_primary_only"] is False
+
+
+def test_harbor_keys_this_harness_cannot_honour_are_refused(tmp_path):
+    toml = HARBOR.replace("[agent]\n", '[agent]\nuser = "agent"\n')
+    found = problems(tmp_path, toml + '[[steps]]\ninstruction = "x"\n')
+    assert any(": agent.user: got 'agent'; commands run as root" in p for p in found)
+    assert any(": steps: multi-step Harbor tasks" in p for p in found)
+    (tmp_path / "ok").mkdir()
+    task = load_task(make(tmp_path / "ok", HARBOR.replace("[agent]\n", '[agent]\nuser = "root"\n')))
+    assert task.warnings == []
