@@ -122,15 +122,24 @@ def trial_running(trial: str) -> bool:
         os.close(fd)
 
 
+def run_elsewhere(trial: str) -> bool:
+    """Whether another live process (not this one) is running `trial` now."""
+    return trial.lower() not in _held and trial_running(trial)
+
+
 def foreign_live(owner: str | None, trial: str | None = None) -> bool:
     """What gc must not touch without --force: a trial another process is running now
-    (its lock is held elsewhere), or one whose owner is on another host. Without a trial
-    id, whether the owner process itself lives."""
+    (its lock is held elsewhere), one whose owner is on another host, or one whose live
+    owner left no lock under this `$HARNESS_HOME` (a harness with another home runs it).
+    Without a trial id, whether the owner process itself lives."""
     if not owner or owner == tag():
         return False
     where = owner.split(":", 1)[0]
     if not owner.isdigit() and where != host():
         return True
     if trial is not None:
-        return trial.lower() not in _held and trial_running(trial)
+        if run_elsewhere(trial):
+            return True
+        # no lock of it under this $HARNESS_HOME: a live owner may run it under another one
+        return not _trial_lock(trial).exists() and alive(owner)
     return alive(owner)

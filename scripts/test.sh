@@ -28,4 +28,4 @@ for m in harness/substrates/*/terraform/; do
 done
 
 echo "==> pytest"
-python -m pytest "$@"
+python -m pytest --durations=40 "$@"

@@ -75,16 +75,18 @@ class HostSet:
             self._bound[key] = self.base[name].on_host(self.specs[host])
         return self._bound[key]
 
-    def demand(self, t: dict[str, Any]) -> Demand:
-        """What placing the planned trial `t` takes on a host."""
-        holds = self.base[t["substrate"]].holds_capacity
+    def demand(self, t: dict[str, Any], whole: bool = False) -> Demand:
+        """What placing the planned trial `t` takes on a host (`whole`: all it asks for,
+        also where its substrate holds only a slot while it runs)."""
+        holds = whole or self.base[t["substrate"]].holds_capacity
         config = f"{t['agent']}:{t['model']}" if t.get("model") else t["agent"]
         return Demand(t["trial_id"], t["task"], config, t["substrate"],
                       int(t["cpus"]) if holds else 0, int(t["memory_mb"]) if holds else 0)
 
     def check(self, todo: list[dict[str, Any]]) -> None:
-        """Refuse, before anything starts, a trial no host could hold alone."""
-        self.placer.check([self.demand(t) for t in todo])
+        """Refuse, before anything starts, a trial no host could hold alone (the same
+        check, and message, as `harness run`)."""
+        self.placer.check([self.demand(t, whole=True) for t in todo])
 
     def runs(self, host: str, name: str) -> bool:
         sub = self.base[name]

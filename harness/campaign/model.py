@@ -103,8 +103,8 @@ class CampaignFile(BaseModel):
     attempts: int = Field(default=3, ge=1, le=MAX_ATTEMPTS)
     substrate: dict[str, str] = Field(default_factory=dict)
     concurrency: Concurrency = Field(default_factory=Concurrency)
-    timeout_multiplier: float = Field(default=1.0, gt=0)
-    retries: int = Field(default=2, ge=0)
+    timeout_multiplier: float = Field(default=1.0, gt=0, le=100, allow_inf_nan=False)
+    retries: int = Field(default=2, ge=0, le=20)
     image_overrides: dict[str, str] = Field(default_factory=dict)
     capacity: Capacity = Field(default_factory=Capacity)
     seed: int = 0

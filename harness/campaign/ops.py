@@ -76,6 +76,10 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
         if state == "changed" and not force:
             raise InputError(f"trial {t['trial_id']} changed since it finished; use --force",
                              file=str(run_dir))
+        if owner.run_elsewhere(t["trial_id"]):
+            raise InputError(f"trial {t['trial_id']} is being run by another harness process "
+                             "now; wait for it to finish or stop it, then run this again",
+                             file=str(run_dir))
         clean_unfinished(run_dir, t, hosts)
         if state == "changed":
             move_aside(run_dir, t["trial_id"], "changed")

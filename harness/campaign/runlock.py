@@ -29,30 +29,86 @@ def _path(run_dir: Path, shard: str = "") -> Path:
     return lock.with_name(f"{lock.name}.{shard.replace('/', '-')}") if shard else lock
 
 
-def acquire(run_dir: Path, command: str, shard: str = "") -> None:
-    """Take the run directory's lock for this process (kept until it exits); InputError
-    (exit 2) naming the holder when another process has it. Re-entrant per process."""
-    path = _path(run_dir, shard)
-    key = str(path.resolve())
-    if key in _held:
-        return
+def _lock(path: Path, mode: int) -> int | None:
+    """An flock of `mode` on `path` (created), or None when another process holds one
+    that conflicts."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
     except BlockingIOError:
-        info = _read(fd)
         os.close(fd)
-        raise InputError(f"{command}: the run directory is in use by `{info.get('command', '?')}`"
-                         f" ({owner.describe(info.get('owner'))}, since "
-                         f"{info.get('since', '?')}); wait for it to finish or stop it "
-                         "(Ctrl-C in its terminal), then run this again",
-                         file=str(run_dir)) from None
+        return None
+    return fd
+
+
+def _refuse(run_dir: Path, command: str, info: dict, why: str = "") -> InputError:
+    return InputError(f"{command}: the run directory is in use by `{info.get('command', '?')}`"
+                      f" ({owner.describe(info.get('owner'))}, since {info.get('since', '?')})"
+                      f"{why}; wait for it to finish or stop it (Ctrl-C in its terminal), "
+                      "then run this again", file=str(run_dir))
+
+
+def acquire(run_dir: Path, command: str, shard: str = "") -> None:
+    """Take the run directory's lock for this process (kept until it exits); InputError
+    (exit 2) naming the holder when another process has it. Re-entrant per process.
+
+    Without a shard the lock is exclusive. `apply --shard K/N` holds the run's lock shared
+    (so no unsharded apply, plan or destroy runs beside it), the lock of its N shared (so
+    shards cut another way, `--shard J/M` with M != N, are refused: they would share
+    trials) and its own shard's lock exclusively."""
+    main = _path(run_dir)
+    key = str((_path(run_dir, shard)).resolve())
+    if key in _held:
+        return
+    if not shard:
+        fd = _lock(main, fcntl.LOCK_EX)
+        if fd is None:
+            raise _refuse(run_dir, command, holder(run_dir) or {})
+        _note(fd, command)
+        _held[key] = fd  # never closed: closing would drop the lock
+        return
+    n = shard.split("/")[1]
+    if str(main.resolve()) not in _held:
+        fd = _lock(main, fcntl.LOCK_SH)
+        if fd is None:
+            raise _refuse(run_dir, command, _read_path(main))
+        _held[str(main.resolve())] = fd
+    cut = main.with_name(f"{main.name}.of-{n}")
+    if str(cut.resolve()) not in _held:
+        fd = _lock(cut, fcntl.LOCK_SH)
+        if fd is None:  # cannot happen for shared locks, kept for clarity
+            raise _refuse(run_dir, command, {})
+        _held[str(cut.resolve())] = fd
+    for other in main.parent.glob(f"{main.name}.of-*"):
+        if other == cut:
+            continue
+        probe = _lock(other, fcntl.LOCK_EX)
+        if probe is None:
+            raise _refuse(run_dir, command, holder(run_dir) or {},
+                          f" with shards of {other.name.rsplit('-', 1)[1]} (all shards of "
+                          f"one run directory must be cut the same way, K/{n} here)")
+        os.close(probe)
+    fd = _lock(_path(run_dir, shard), fcntl.LOCK_EX)
+    if fd is None:
+        raise _refuse(run_dir, command, _read_path(_path(run_dir, shard)))
+    _note(fd, command)
+    _held[key] = fd
+
+
+def _note(fd: int, command: str) -> None:
+    """Name the holder in an exclusively held lock file."""
     os.ftruncate(fd, 0)
     os.write(fd, json.dumps({"owner": owner.tag(), "command": command,
                              "since": datetime.now(UTC).isoformat(timespec="seconds")}).encode())
     os.fsync(fd)
-    _held[key] = fd  # never closed: closing would drop the lock
+
+
+def _read_path(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
 
 
 def release(run_dir: Path) -> None:
@@ -73,7 +129,9 @@ def holder(run_dir: Path) -> dict | None:
     """Who holds the lock now ({owner, command, since}), or None when nobody does; the
     run directory's own lock first, then any shard's (`apply --shard K/N`)."""
     main = _path(run_dir)
-    for path in [main, *sorted(main.parent.glob(f"{main.name}.*-*"))]:
+    shards = [p for p in sorted(main.parent.glob(f"{main.name}.*-*"))
+              if not p.name.startswith(f"{main.name}.of-")]
+    for path in [main, *shards]:
         held = _holder(path)
         if held:
             return held

@@ -15,12 +15,11 @@
 
 The host for each trial is `HostPools._choose` (spread, balance, seeded rank).
 
-`AsyncPlacer.hold(trial)` is the asyncio entry point, what `TrialQueue._one` needs in place
-of `CapacityPool.hold`: it queues the trial, waits until the fair dispatch gives it a host,
-yields the host's name and gives the room back on exit (also on cancellation, waiting or
-running). A trial no host could ever hold fails at once with `NoHostError` (the queue should
-have refused it with `check`), and `drain(host)` fails the waiters no remaining host could
-hold, so nobody waits forever.
+`AsyncPlacer.hold(trial)` is the asyncio entry point of `TrialQueue._one`: it queues the
+trial, waits until the fair dispatch gives it a host, yields the host's name and gives the
+room back on exit (also on cancellation, waiting or running). A trial no host could ever
+hold fails at once with `NoHostError` (the queue should have refused it with `check`), and
+`drain(host)` fails the waiters no remaining host could hold, so nobody waits forever.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ through `Task.warnings`, never fatal.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import ipaddress
 import tomllib
@@ -17,6 +18,7 @@ from harness import substrates
 from harness.errors import TaskError
 from harness.task.compat import normalize, task_format
 from harness.task.model import COMMON_NODE_KEYS, Task, TaskToml
+from harness.validation import model_at
 
 
 def content_sha256(root: Path) -> str:
@@ -40,7 +42,9 @@ def _format_error(err: dict) -> str:
     elif err["type"] == "missing":
         msg = "required key is missing"
     elif err["type"] == "extra_forbidden":
-        msg = "unknown key"
+        model = model_at(TaskToml, tuple(err["loc"]))
+        msg = "unknown key" + (f"; valid here: {', '.join(model.model_fields)}"
+                               if model else "")
     elif err["type"] == "value_error":
         msg = msg.removeprefix("Value error, ")
     else:
@@ -49,7 +53,11 @@ def _format_error(err: dict) -> str:
 
 
 def _unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
-    found = [f"{prefix}{k}" for k in (model.model_extra or {})]
+    """Dotted names of the kept unknown keys, with the valid key they may misspell."""
+    found = []
+    for k in model.model_extra or {}:
+        near = difflib.get_close_matches(k, list(type(model).model_fields), n=1, cutoff=0.75)
+        found.append(f"{prefix}{k}" + (f"' (did you mean {near[0]!r}?)" if near else "'"))
     for name in type(model).model_fields:
         value = getattr(model, name)
         items = value if isinstance(value, list) else [value]
@@ -111,7 +119,7 @@ def load_task(path: str | Path) -> Task:
     if problems:
         raise TaskError(problems)
     assert config is not None
-    warnings = [f"{toml_path}: unknown key {k!r} kept" for k in _unknown_keys(config)]
+    warnings = [f"{toml_path}: unknown key '{k} kept" for k in _unknown_keys(config)]
     name = config.task.name or root.name
     return Task(path=root, name=name, config=config, instruction=instruction,
                 sha256=content_sha256(root), format=fmt, warnings=warnings)

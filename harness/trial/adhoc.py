@@ -11,9 +11,9 @@ from harness.agents import get_agent
 from harness.agents.secrets import agent_secrets
 from harness.errors import InputError
 from harness.paths import RunPaths
+from harness.placement import Demand, HostPools, default_hosts
 from harness.results import TrialRecord
 from harness.substrates import for_env_type, get_substrate
-from harness.substrates.capacity import CapacityPool
 from harness.task import load_task
 from harness.tools.terraform import required_providers, warm_shared_providers
 from harness.trial.trial import Trial, make_trial_id, run_async
@@ -31,6 +31,10 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     for w in task.warnings:
         log(f"warning: {w}")
     sub_name = substrate or for_env_type(task.env.type)
+    trial_id = make_trial_id(task.name, agent, 1)
+    # the campaign queue's own check (HostSet.check), on this machine, before anything starts
+    HostPools(default_hosts()).check([Demand(trial_id, task.name, agent, sub_name,
+                                             task.total_cpus, task.total_memory_mb)])
     sub = get_substrate(sub_name)
     # starts while checks run
     warm_shared_providers(required_providers(sub.providers), sub.provider_config())
@@ -38,8 +42,6 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     why = the_agent.check_task(task)
     if why:
         raise InputError(why)
-    trial_id = make_trial_id(task.name, agent, 1)
-    CapacityPool().check(trial_id, task.total_memory_mb, task.total_cpus)
     sub.preflight()
     root = RunPaths(Path(out).resolve() / ADHOC).trial(trial_id).root
     trial = Trial(task=task, agent=the_agent, substrate=sub, root=root, trial_id=trial_id,

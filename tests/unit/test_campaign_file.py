@@ -64,6 +64,12 @@ def test_filters_select_by_layer(tmp_path):
     ({"agents": [{"name": "oracle", "env": {"KEY": "sk-literal"}}]}, ConfigError,
      "must reference the caller's environment"),
     ({"concurrency": {"total": 2, "per_substrate": {"vm": 0}}}, ConfigError, "must be >= 1"),
+    ({"attempts": 100000000}, ConfigError, "attempts: must be <= 100"),
+    ({"timeout_multiplier": float("inf")}, ConfigError, "timeout_multiplier"),
+    ({"timeout_multiplier": 1000}, ConfigError, "timeout_multiplier: must be <= 100"),
+    ({"retries": 10**9}, ConfigError, "retries: must be <= 20"),
+    ({"concurrency": {"total": 2, "per_substrat": {}}}, ConfigError,
+     "concurrency.per_substrat: unknown key; valid here: total, per_substrate"),
 ])
 def test_bad_campaign_files(tmp_path, doc, err, match):
     with pytest.raises(err, match=match) as exc:
@@ -92,3 +98,10 @@ def test_run_dir_of_another_campaign_is_refused(tmp_path):
     other, text2 = load_campaign(camp_file(tmp_path, name="c2"))
     with pytest.raises(InputError, match="belongs to campaign 'c1', not 'c2'"):
         write_plan(tmp_path / "run", other, text2, tmp_path / "campaign.yaml", trials)
+
+
+def test_an_agent_listed_twice_is_refused_at_plan_time(tmp_path):
+    camp, _ = load_campaign(camp_file(tmp_path, agents=[{"name": "oracle"}, {"name": "nop"},
+                                                        {"name": "oracle"}]))
+    with pytest.raises(InputError, match=r"agents\[2\] \(oracle\) repeats agents\[0\]"):
+        expand(camp, resolve_tasks(camp, tmp_path))

@@ -98,3 +98,29 @@ def test_one_server_per_provider_configuration(fake_mirror):
     pid = [next(iter(json.loads(e["TF_REATTACH_PROVIDERS"]).values()))["Pid"] for e in (a, b)]
     assert pid[0] != pid[1]
     assert shared_provider_env(required, {"fake": {"host": "unix:///a.sock"}}) == a
+
+
+def test_provider_socket_dirs_of_killed_processes_are_removed_on_the_next_start(tmp_path,
+                                                                                 monkeypatch):
+    """A harness killed with -9 leaves its `hx-tfp-<pid>` directory (its plugin sockets);
+    the next harness process to start a provider server removes it, never a live one's."""
+    import subprocess
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = ("import tempfile, time, sys\ntempfile.tempdir = sys.argv[1]\n"
+            "from harness.tools import terraform\nprint(terraform._provider_tmpdir(), "
+            "flush=True)\ntime.sleep(60)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    dead, live = (p.stdout.readline().strip() for p in procs)
+    procs[0].kill()
+    procs[0].wait()
+    try:
+        mine = terraform._provider_tmpdir()
+        assert not os.path.exists(dead), "the killed process's socket directory is left"
+        assert os.path.isdir(live), "a live harness process's directory was removed"
+        assert mine.is_dir() and (mine / "owner").read_text() == terraform.owner.tag()
+    finally:
+        procs[1].kill()
+        procs[1].wait()

@@ -376,7 +376,8 @@ class DockerSubstrate(Substrate):
                 removed.append(f"docker {kind} {name}")
             except Exception as exc:  # already gone or in use: report, keep going
                 removed.append(f"docker {kind} {name} (failed: {exc})")
-        if trial:
+        if trial and (force or not owner.run_elsewhere(trial)):
+            # a trial another live process runs keeps its subnet lease and firewall sets
             network.release_subnet(trial, self.config.pool)
             egress.clear(bridge_name(trial))
         else:

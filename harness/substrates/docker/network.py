@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+from harness import owner
 from harness.errors import InputError, SubstrateError
 from harness.paths import harness_home
 
@@ -66,8 +67,9 @@ def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
             continue
         path = resv / str(idx)
         if path.exists() and time.time() - path.stat().st_mtime > STALE_SEC:
-            owner = path.read_text().strip()
-            if not client.networks.list(filters={"label": f"harness.trial={owner}"}):
+            holder, tag = _lease(path)
+            if (not owner.foreign_live(tag, holder) and
+                    not client.networks.list(filters={"label": f"harness.trial={holder}"})):
                 path.unlink(missing_ok=True)
         if not reserve:
             if path.exists():
@@ -78,25 +80,36 @@ def reserve_subnet(client, trial_id: str, pool: str, prefix: int,
         except FileExistsError:
             continue
         with os.fdopen(fd, "w") as fh:
-            fh.write(trial_id)
+            fh.write(f"{trial_id}\n{owner.tag()}\n")
         return str(net)
     raise SubstrateError("docker", f"no free /{prefix} subnet left in pool {pool}")
+
+
+def _lease(path: Path) -> tuple[str, str]:
+    """(trial id, owner tag) of a subnet lease file (older leases hold the id alone)."""
+    trial, _, tag = path.read_text().strip().partition("\n")
+    return trial.strip(), tag.strip()
 
 
 def release_subnet(trial_id: str, pool: str | None = None) -> None:
     for path in _reservations(pool).iterdir():
         try:
-            if path.read_text().strip() == trial_id:
+            if _lease(path)[0] == trial_id:
                 path.unlink(missing_ok=True)
         except OSError:
             continue
 
 
 def stale_reservations(live_trials: set[str], pool: str | None = None) -> list[Path]:
+    """Leases of trials without a network that no live harness process is running (one
+    between its lease and its network being created keeps its lease)."""
     out = []
     for path in _reservations(pool).iterdir():
         try:
-            if path.is_file() and path.read_text().strip() not in live_trials:
+            if not path.is_file():
+                continue
+            trial, tag = _lease(path)
+            if trial not in live_trials and not owner.foreign_live(tag, trial):
                 out.append(path)
         except OSError:
             continue
