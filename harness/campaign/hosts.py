@@ -47,7 +47,7 @@ class HostSet:
         specs = []
         for h in hosts.hosts:
             slots = {n: limits.per_substrate.get(n, limits.total) for n, sub in
-                     substrates.items() if not sub.engine or getattr(h, sub.engine, None)}
+                     substrates.items() if not sub.engine or h.endpoint(sub.engine)}
             cap = h.capacity.model_copy(update={"max_trials": {**slots,
                                                                **h.capacity.max_trials}})
             specs.append(h.model_copy(update={"capacity": cap}))
@@ -91,7 +91,7 @@ class HostSet:
     def runs(self, host: str, name: str) -> bool:
         sub = self.base[name]
         return self.specs[host].runs(name) and (
-            not sub.engine or getattr(self.specs[host], sub.engine, None) is not None)
+            not sub.engine or self.specs[host].endpoint(sub.engine) is not None)
 
     def preflight(self, used: list[str], log=print) -> None:
         """Bind and check every used substrate on every host. With several hosts one that

@@ -221,7 +221,8 @@ def trial_id_for(campaign: str, task: str, agent: AgentSpec, attempt: int, seed:
 def substrate_for(task: Task, camp: CampaignFile) -> str:
     """The task's environment type, unless the campaign maps that type (or all: `default`)."""
     kind = task.env.type
-    return camp.substrate.get(kind) or camp.substrate.get("default") or kind
+    return (camp.substrate.get(kind) or camp.substrate.get("default")
+            or substrates.for_env_type(kind))
 
 
 def expand(camp: CampaignFile, tasks: list[Task]) -> list[PlannedTrial]:

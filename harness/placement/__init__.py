@@ -11,11 +11,9 @@
 from __future__ import annotations
 
 from harness.placement.hosts import (
-    DockerEndpoint,
     HostCapacity,
     HostsFile,
     HostSpec,
-    TLSFiles,
     default_hosts,
     engine_for,
     hosts_from,
@@ -26,7 +24,7 @@ from harness.placement.hosts import (
 from harness.placement.placer import AsyncPlacer, NoHostError, Placer
 from harness.placement.pools import Demand, HostPools
 
-__all__ = ["AsyncPlacer", "Demand", "DockerEndpoint", "HostCapacity", "HostPools",
-           "HostSpec", "HostsFile", "NoHostError", "Placer", "TLSFiles", "default_hosts",
+__all__ = ["AsyncPlacer", "Demand", "HostCapacity", "HostPools",
+           "HostSpec", "HostsFile", "NoHostError", "Placer", "default_hosts",
            "engine_for",
            "hosts_from", "hosts_path", "load_hosts", "resolve_hosts"]

@@ -10,25 +10,33 @@ run on::
         capacity: {cpus: 32, memory_mb: 131072, max_trials: {docker: 24, vm: 6}}
         labels: {rack: "1"}
 
-Without a file the local machine is the single host (`default_hosts`). Endpoints are
-checked against a scheme allowlist and never carry credentials (SSH keys or the agent, TLS
-client certificates); plain `tcp://` needs TLS, as an open Docker port is root on that host.
-`memory_mb` is the machine's memory; the pool keeps `HOST_RESERVE_MB` for the host itself,
-as `harness/capacity.py` does. Every error is one line: `file: key: message (valid: ...)`.
+Without a file the local machine is the single host (`default_hosts`). The endpoint keys
+(`docker`, `libvirt` above) are the substrates' `engine`s and each one's model is its
+substrate folder's `endpoint_model` (`harness/substrates/<folder>/endpoint.py`): a new
+engine is a new folder, not an edit here. Endpoints are checked against a scheme allowlist
+and never carry credentials (SSH keys or the agent, TLS client certificates). `memory_mb` is
+the machine's memory; the pool keeps `HOST_RESERVE_MB` for the host itself. Every error is
+one line: `file: key: message (valid: ...)`.
 """
 
 from __future__ import annotations
 
 import functools
-import ipaddress
 import os
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from harness.errors import ConfigError, RegistryError
 from harness.paths import harness_home
@@ -38,114 +46,18 @@ from harness.substrates import substrate_class
 from harness.substrates.common import host_memory_mb
 from harness.validation import describe, model_at
 
-DOCKER_SCHEMES = ("unix", "ssh", "tcp")
-LIBVIRT_SCHEMES = ("qemu", "qemu+ssh", "qemu+tls")
-LIBVIRT_PARAMS = ("keyfile", "known_hosts", "no_tty", "pkipath", "socket")
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,61}[A-Za-z0-9])?$")
 
 
 @functools.cache
 def engine_for(substrate: str) -> str:
-    """The hosts-file endpoint a substrate runs on (its `engine`: docker, libvirt), asked of
-    the registry; empty for one whose nodes live elsewhere or that is unknown here."""
+    """The hosts-file endpoint a substrate runs on (its `engine`), asked of the registry;
+    empty for one whose nodes live elsewhere or that is unknown here."""
     try:
         return substrate_class(substrate).engine
     except RegistryError:
         return ""
-
-
-def _split(url: str, schemes: tuple[str, ...]):
-    """urlsplit with the checks every endpoint shares: allowed scheme, no password."""
-    parts = urlsplit(url)
-    if parts.scheme not in schemes:
-        raise ValueError(f"scheme {parts.scheme or '(none)'!r} not allowed in {url!r} "
-                         f"(valid: {', '.join(s + '://' for s in schemes)})")
-    if parts.password is not None:
-        raise ValueError(f"credentials embedded in {parts.scheme}://{parts.username}:***@...; "
-                         "use an SSH key or agent, or TLS client certificates "
-                         f"(valid: {parts.scheme}://user@host)")
-    if parts.fragment:
-        raise ValueError(f"unexpected #fragment in {url!r}")
-    try:
-        parts.port  # noqa: B018 (raises on a bad port)
-    except ValueError:
-        raise ValueError(f"bad port in {url!r} (valid: 1-65535)") from None
-    return parts
-
-
-def _remote(parts, url: str) -> None:
-    if not parts.hostname:
-        raise ValueError(f"no host in {url!r} (valid: {parts.scheme}://user@host)")
-
-
-class TLSFiles(BaseModel):
-    """Client certificate for a `tcp://` Docker endpoint (paths, `~` expanded)."""
-
-    model_config = ConfigDict(extra="forbid")
-    ca: str = Field(min_length=1)
-    cert: str = Field(min_length=1)
-    key: str = Field(min_length=1)
-
-    @field_validator("ca", "cert", "key")
-    @classmethod
-    def _expand(cls, v: str) -> str:
-        return os.path.expanduser(v)
-
-
-class DockerEndpoint(BaseModel):
-    """A Docker engine: `unix:///path`, `ssh://[user@]host[:port]` or `tcp://host:port`+tls;
-    `pool`: where its trial subnets come from (default: `substrates.docker.pool`), distinct
-    per engine when several share one kernel."""
-
-    model_config = ConfigDict(extra="forbid")
-    url: str
-    tls: TLSFiles | None = None
-    pool: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _url_only(cls, v: Any) -> Any:
-        return {"url": v} if isinstance(v, str) else v
-
-    @field_validator("pool")
-    @classmethod
-    def _pool(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        try:
-            net = ipaddress.ip_network(v)
-        except ValueError:
-            raise ValueError(f"{v!r} is not a network (valid: e.g. 10.219.0.0/16)") from None
-        if net.version != 4 or net.prefixlen > 24:
-            raise ValueError(f"{v!r}: an IPv4 network of /24 or larger")
-        return v
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        parts = _split(v, DOCKER_SCHEMES)
-        if parts.scheme == "unix":
-            if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
-                raise ValueError(f"{v!r}: a socket is unix:///absolute/path")
-        elif parts.path not in ("", "/") or parts.query:
-            raise ValueError(f"{v!r}: no path or query after the host "
-                             f"(valid: {parts.scheme}://host:port)")
-        else:
-            _remote(parts, v)
-        if parts.scheme == "tcp" and parts.port is None:
-            raise ValueError(f"{v!r}: tcp:// needs a port (valid: tcp://host:2376)")
-        return v
-
-    @model_validator(mode="after")
-    def _tls(self) -> DockerEndpoint:
-        tcp = self.url.startswith("tcp://")
-        if tcp and self.tls is None:
-            raise ValueError("tcp:// without tls gives anyone who reaches the port root on that "
-                             "host; add tls: {ca, cert, key} or use ssh://")
-        if self.tls is not None and not tcp:
-            raise ValueError("tls applies to tcp:// endpoints only")
-        return self
 
 
 class HostCapacity(BaseModel):
@@ -170,18 +82,14 @@ class HostCapacity(BaseModel):
         return v
 
 
-class HostSpec(BaseModel):
-    """One machine trials may run on."""
+class _Host(BaseModel):
+    """One machine trials may run on: `name`, one endpoint per engine (a key per substrate
+    `engine`, its model the substrate folder's `endpoint_model`), `capacity`, `labels`,
+    `enabled`. The class with the fields is `HostSpec`, built from the registry."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str
-    docker: DockerEndpoint | None = None
-    libvirt: str | None = None
-    capacity: HostCapacity
-    labels: dict[str, str] = Field(default_factory=dict)
-    enabled: bool = True
 
-    @field_validator("name")
+    @field_validator("name", check_fields=False)
     @classmethod
     def _name(cls, v: str) -> str:
         if not DNS_LABEL.match(v):
@@ -189,26 +97,7 @@ class HostSpec(BaseModel):
                              "at most 63 characters, no leading or trailing '-'")
         return v
 
-    @field_validator("libvirt")
-    @classmethod
-    def _libvirt(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        parts = _split(v, LIBVIRT_SCHEMES)
-        if parts.path not in ("/system", "/session"):
-            raise ValueError(f"{v!r}: the path is /system or /session")
-        if parts.scheme == "qemu" and parts.netloc:
-            raise ValueError(f"{v!r}: qemu:/// is local; a remote host is qemu+ssh://user@host")
-        if parts.scheme != "qemu":
-            _remote(parts, v)
-        bad = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)
-               if k not in LIBVIRT_PARAMS]
-        if bad:
-            raise ValueError(f"{v!r}: parameter {bad[0]!r} not allowed "
-                             f"(valid: {', '.join(LIBVIRT_PARAMS)})")
-        return v
-
-    @field_validator("labels", mode="before")
+    @field_validator("labels", mode="before", check_fields=False)
     @classmethod
     def _labels(cls, v: Any) -> Any:
         if not isinstance(v, dict):
@@ -220,22 +109,43 @@ class HostSpec(BaseModel):
                 str(x) if isinstance(x, int | float) else x for k, x in v.items()}
 
     @model_validator(mode="after")
-    def _engines(self) -> HostSpec:
-        if self.docker is None and self.libvirt is None:
-            raise ValueError("needs an engine: docker and/or libvirt")
+    def _engines(self) -> _Host:
+        if all(self.endpoint(e) is None for e in ENGINES):
+            raise ValueError(f"needs an engine: {' and/or '.join(ENGINES)}")
         for sub, n in self.capacity.max_trials.items():
             engine = engine_for(sub)
-            if n and engine and getattr(self, engine) is None:
+            if n and engine and self.endpoint(engine) is None:
                 raise ValueError(f"capacity.max_trials.{sub} needs a {engine} endpoint "
                                  f"(or set it to 0)")
         return self
 
+    def endpoint(self, engine: str) -> Any:
+        """This host's endpoint for `engine`, or None."""
+        return getattr(self, engine, None)
+
     def runs(self, substrate: str) -> bool:
         """Whether this host can run the substrate at all (engine present, not capped at 0)."""
         engine = engine_for(substrate)
-        if engine and getattr(self, engine) is None:
+        if engine and self.endpoint(engine) is None:
             return False
         return self.capacity.max_trials.get(substrate, 1) > 0
+
+
+def _engines() -> dict[str, Any]:
+    """Engine key -> endpoint model, from every substrate that declares an engine."""
+    out: dict[str, Any] = {}
+    for cls in substrate_classes().values():
+        if cls.engine and cls.endpoint_model is not None:
+            out.setdefault(cls.engine, cls.endpoint_model)
+    return out
+
+
+ENGINES = _engines()
+HostSpec = create_model(
+    "HostSpec", __base__=_Host, __module__=__name__, name=(str, ...),
+    **{engine: (model | None, None) for engine, model in ENGINES.items()},
+    capacity=(HostCapacity, ...), labels=(dict[str, str], Field(default_factory=dict)),
+    enabled=(bool, True))
 
 
 class HostsFile(BaseModel):

@@ -46,8 +46,9 @@ def _registry() -> dict[str, Entry]:
     return out
 
 
-__all__ = ["ExecResult", "Node", "Substrate", "TrialSpec", "classes", "default_name",
-           "for_env_type", "get_substrate", "names", "provider_pins", "substrate_class"]
+__all__ = ["ExecResult", "Node", "Substrate", "TrialSpec", "backends", "classes",
+           "default_name", "for_env_type", "get_substrate", "names", "provider_pins",
+           "stand_in", "substrate_class"]
 
 
 def names() -> list[str]:
@@ -93,6 +94,20 @@ def for_env_type(env_type: str) -> str:
         if env_type in cls.env_types:
             return name
     return env_type  # refused by get_substrate with the list of valid names
+
+
+def stand_in(env_type: str) -> str | None:
+    """The env type of a substrate that runs tasks of `env_type` (one no substrate runs
+    yet) when their `type` is set to it; None when none does."""
+    for cls in classes().values():
+        if env_type in cls.stands_in_for and cls.env_types:
+            return cls.env_types[0]
+    return None
+
+
+def backends() -> list[str]:
+    """Every backend name a foreign task format may give (`vm_backend`)."""
+    return sorted({b for cls in classes().values() for b in cls.backends})
 
 
 def env_types() -> list[str]:

@@ -100,12 +100,15 @@ class Substrate(ABC):
     into the mirror), `env_types` (the task.toml `[environment] type`s it runs by default),
     `capabilities` (what faults and gates may rely on: power, own_kernel, own_clock,
     block_devices), `holds_capacity` (a trial holds host memory and CPUs while it runs),
-    `default_concurrency`, `engine` (the hosts-file endpoint it runs on, `docker` or
-    `libvirt`; empty when its nodes live elsewhere), `node_keys` (the
+    `default_concurrency`, `engine` (the hosts-file key of the endpoint it runs on; empty
+    when its nodes live elsewhere) with `endpoint_model` (that key's pydantic model or
+    annotated type, from the folder's endpoint.py), `node_keys` (the
     `[[environment.nodes]]` keys it honours beyond name, cpus, memory_mb, storage_mb,
     roles, host), `network_modes` (the egress modes of task.toml it enforces; others are
-    refused at validate time) and `settings_model` (its section of config.yaml,
-    `substrates.<name>`).
+    refused at validate time), `settings_model` (its section of config.yaml,
+    `substrates.<name>`), `stands_in_for` (task types no substrate runs yet whose tasks it
+    can run unchanged when their `type` is set to its own) and `backends` (the names a
+    foreign task format may give its backend, e.g. InfraBench's `vm_backend`).
     """
 
     name: ClassVar[str]
@@ -118,6 +121,9 @@ class Substrate(ABC):
     network_modes: ClassVar[tuple[str, ...]] = ("no-network",)
     settings_model: ClassVar[type[BaseModel] | None] = None
     engine: ClassVar[str] = ""
+    endpoint_model: ClassVar[Any] = None
+    stands_in_for: ClassVar[tuple[str, ...]] = ()
+    backends: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def terraform_module(self) -> Path:

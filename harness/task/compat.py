@@ -9,7 +9,7 @@ read as they are written, normalised into the harness's own task.toml model.
   the tables `[environment.network]`, `[agent.network]`, `[agent.setup_network]`,
   `[verifier.network]` (`mode`, `allowed_hosts` or `hosts`), and `allow_internet`, become one
   `NetworkPolicy` per phase; a string `[environment] network` stays a subnet (CIDR);
-- InfraBench `vm_backend` is checked here (the VM substrates are libvirt/QEMU).
+- InfraBench `vm_backend` is checked here against the backends substrates declare.
 
 `task_format(raw)` says which runtime semantics a task gets (README, "Task formats").
 """
@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from harness import substrates
+
 NETWORK_MODES = ("no-network", "public", "allowlist")
-VM_BACKENDS = ("libvirt", "qemu", "kvm")
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$", re.IGNORECASE)
 _UNIT_MB = {"k": 1 / 1024, "": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
 _HOST_RE = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,62})"
@@ -134,10 +135,10 @@ def normalize(raw: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]
             if policy is not None:
                 env["network_policy"] = policy
         backend = env.pop("vm_backend", None)
-        if backend is not None and str(backend).lower() not in VM_BACKENDS:
+        if backend is not None and str(backend).lower() not in substrates.backends():
             problems.append(("environment.vm_backend",
-                             f"got {backend!r}; VMs here run on libvirt/QEMU "
-                             f"(valid: {', '.join(VM_BACKENDS)})"))
+                             f"got {backend!r}; no substrate here has that backend "
+                             f"(valid: {', '.join(substrates.backends())})"))
     if "steps" in raw:
         problems.append(("steps", "multi-step Harbor tasks ([[steps]]) are not run by this "
                          "harness yet; valid: one instruction.md and tests/test.sh"))

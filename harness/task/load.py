@@ -140,9 +140,9 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
         problems.append(f"{toml_path}: environment.mcp_servers: MCP servers are not "
                         "provided to agents by this harness (valid: [] or unset)")
     if env.type not in substrates.env_types():
-        alt = ("; until the bare-metal substrate lands, set type = \"vm-cluster\" (the same "
-               "nodes as VMs, same cluster-info and syscraft helpers)" if env.type == "cloudlab"
-               else "; a multi-node task written for bare metal runs on vm-cluster")
+        stand_in = substrates.stand_in(env.type)
+        alt = (f"; until a substrate for it lands, set type = \"{stand_in}\" (the same nodes, "
+               "cluster-info and syscraft helpers)" if stand_in else "")
         problems.append(f"{toml_path}: environment.type: {env.type!r} has no substrate in "
                         f"this harness yet (runnable: {', '.join(substrates.env_types())})"
                         + alt)

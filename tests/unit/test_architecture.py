@@ -4,6 +4,7 @@ downwards only, the harness root stays small, imports are not hidden in function
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ import pytest
 from harness import substrates
 from harness.errors import RegistryError
 
-HARNESS = Path(__file__).resolve().parents[2] / "harness"
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = ROOT / "harness"
 # packages and root modules, lowest first: a module imports its own layer and those below
 LAYERS = [
     {"errors", "paths", "config", "owner", "validation", "redact", "results", "trajectory",
@@ -64,9 +66,18 @@ def _harness_targets(node) -> list[str]:
     return [a.name.split(".")[1] for a in node.names if a.name.startswith("harness.")]
 
 
+def _plugin_words() -> re.Pattern:
+    """Substrate and engine names as whole words (not `docker_api`, `vm_image`, `a.docker`)."""
+    words = set(substrates.names()) | {c.engine for c in substrates.classes().values()
+                                       if c.engine}
+    alts = "|".join(sorted((re.escape(w) for w in words), key=len, reverse=True))
+    return re.compile(rf"(?<![\w./-])({alts})(?![\w/-])")
+
+
 def test_the_core_never_names_a_substrate():
-    """No string constant of a core module (docstrings aside) is a substrate's name."""
-    names = set(substrates.names())
+    """No string of a core module (docstrings aside: constants, f-string parts, messages)
+    names a substrate or its engine; ask the registry or the substrate instead."""
+    words = _plugin_words()
     found = []
     for path in _modules():
         if _part(path) in PLUGIN_DIRS:
@@ -77,10 +88,24 @@ def test_the_core_never_names_a_substrate():
                                     ast.AsyncFunctionDef)
                       and n.body and isinstance(n.body[0], ast.Expr)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and node.value in names \
-                    and id(node) not in docstrings:
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docstrings and words.search(node.value):
                 found.append(f"{path.relative_to(HARNESS)}:{node.lineno}: {node.value!r}")
     assert found == [], "ask the registry instead: " + "; ".join(found)
+
+
+def test_playbooks_and_roles_never_branch_on_a_substrate():
+    """Plays and roles ask for what a substrate declares (inventory variables such as
+    harness_control_path), never compare with its name."""
+    words = _plugin_words()
+    quoted = re.compile(rf"""['"]{words.pattern}['"]""")
+    found = []
+    for path in sorted([*ROOT.glob("playbooks/*.yml"), *ROOT.glob("roles/*/*/*.yml"),
+                        *ROOT.glob("roles/*/templates/*.j2")]):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if quoted.search(line) and not line.lstrip().startswith("#"):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert found == [], found
 
 
 def test_imports_only_go_down():

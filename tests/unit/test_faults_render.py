@@ -73,7 +73,7 @@ def rendered(tmp_path_factory) -> dict:
     extra = {"out_dir": str(out), "lib": str(ROLES / "fi_common/templates/lib.sh.j2"),
              "fi_id": "f1234567", "fi_fault": "x", "fi_record": {"id": "f1234567"},
              "fi_detail": {}, "fi_expect": "injected", "fi_deadman_sec": 300,
-             "fi_actions": ["inject"], "render_roles": [], "harness_substrate": "vm"}
+             "fi_actions": ["inject"], "render_roles": [], "harness_control_path": "network"}
     for name in ROLE_FAULTS:
         spec = catalog()[name]
         role = base / "roles" / spec.role

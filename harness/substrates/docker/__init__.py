@@ -25,6 +25,7 @@ from harness.substrates import egress, firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, network
+from harness.substrates.docker.endpoint import DockerEndpoint
 from harness.substrates.docker.image import base_refs, image_tag, ship, task_image
 from harness.substrates.docker.render import bridge_name, render_vars
 from harness.substrates.docker.settings import DockerSettings
@@ -47,6 +48,7 @@ class DockerSubstrate(Substrate):
     default_concurrency: ClassVar[int] = 4
     settings_model: ClassVar[type[BaseModel]] = DockerSettings
     engine: ClassVar[str] = "docker"
+    endpoint_model: ClassVar[Any] = DockerEndpoint
 
     def __init__(self, name: str = "docker", settings: Settings | None = None,
                  host: str | None = None, pool: str | None = None,
@@ -194,7 +196,10 @@ class DockerSubstrate(Substrate):
             "vars": {"ansible_connection": "community.docker.docker_api",
                      "ansible_docker_docker_host": self.host,
                      "ansible_python_interpreter": "/usr/bin/python3",
-                     "harness_trial_id": spec.trial_id, "harness_substrate": self.name},
+                     "harness_trial_id": spec.trial_id, "harness_substrate": self.name,
+                     # a container is reachable while systemd still boots; its control
+                     # path is the engine, not the node's network
+                     "harness_node_ready_boot_sec": 120, "harness_control_path": "engine"},
             "hosts": hosts,
             "children": {"primary": {"hosts": {n.name: {} for n in nodes if n.primary}}},
         }}

@@ -38,6 +38,7 @@ from harness.paths import TrialPaths, provider_mirror
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import HOST_RESERVE_MB, host_memory_mb, nodes_from_inventory
 from harness.substrates.libvirt import bmc, doctor, host, naming, ssh
+from harness.substrates.libvirt.endpoint import LibvirtURI
 from harness.substrates.libvirt.host import detect_domain_type
 from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
 from harness.substrates.libvirt.task_image import task_image
@@ -79,6 +80,8 @@ class LibvirtSubstrate(Substrate):
     node_keys: ClassVar[frozenset[str]] = frozenset({"data_disks", "bmc"})
     max_nodes: ClassVar[int] = 1
     engine: ClassVar[str] = "libvirt"
+    endpoint_model: ClassVar[Any] = LibvirtURI
+    backends: ClassVar[tuple[str, ...]] = ("libvirt", "qemu", "kvm")
 
     def __init__(self, name: str | None = None, uri: str = "qemu:///system",
                  domain_type: str | None = None, boot_timeout: float = 180.0,
@@ -259,7 +262,9 @@ class LibvirtSubstrate(Substrate):
             "hosts": hosts,
             "vars": {"harness_trial": spec.trial_id, "harness_trial_id": spec.trial_id,
                      "harness_campaign": spec.campaign,
-                     "harness_substrate": self.name},
+                     "harness_substrate": self.name,
+                     # SSH over the node's own network: a fault that cuts it must wait
+                     "harness_control_path": "network"},
             "children": {"primary": {"hosts": {p: {} for p in primary}}},
         }}
 
@@ -394,6 +399,7 @@ class LibvirtClusterSubstrate(LibvirtSubstrate):
     name: ClassVar[str] = "vm-cluster"
     env_types: ClassVar[tuple[str, ...]] = ("vm-cluster",)
     max_nodes: ClassVar[int] = 64
+    stands_in_for: ClassVar[tuple[str, ...]] = ("cloudlab", "baremetal")
 
     @classmethod
     def validate_task(cls, config, root: Path) -> list[str]:
