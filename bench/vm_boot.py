@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.agents import get_agent  # noqa: E402
 from harness.errors import SubstrateError  # noqa: E402
+from harness.paths import RunPaths  # noqa: E402
 from harness.substrates import get_substrate  # noqa: E402
 from harness.substrates.libvirt import detect_domain_type  # noqa: E402
 from harness.substrates.libvirt.baseline import raw_boot_to_ssh  # noqa: E402
@@ -60,7 +61,8 @@ def harness_to_agent(task_dir: Path, work: Path) -> tuple[float, dict]:
     task = load_task(task_dir)
     trial_id = make_trial_id(task.name, "nop", 1)
     trial = Trial(task=task, agent=get_agent("nop"), substrate=get_substrate(task.env.type),
-                  root=work / "trials" / trial_id, trial_id=trial_id, campaign="vm-bench")
+                  root=RunPaths(work).trial(trial_id).root, trial_id=trial_id,
+                  campaign="vm-bench")
     rec = run_async(trial.run())
     events = [json.loads(line) for line in trial.paths.events.read_text().splitlines()]
     at = {e["name"]: e["elapsed_sec"] for e in events}

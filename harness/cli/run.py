@@ -69,10 +69,10 @@ def run(
     from harness.paths import RunPaths
     from harness.trial.adhoc import ADHOC
 
-    result_dir = RunPaths(Path(out).resolve() / ADHOC).trial(record.trial_id).root
-    err.print(f"  result: {result_dir / 'result.json'}")
-    if keep and (result_dir / "KEPT.txt").exists():
-        err.print((result_dir / "KEPT.txt").read_text(), highlight=False)
+    paths = RunPaths(Path(out).resolve() / ADHOC).trial(record.trial_id)
+    err.print(f"  result: {paths.result}")
+    if keep and paths.keep_info.exists():
+        err.print(paths.keep_info.read_text(), highlight=False)
     _exit_for(record)
 
 

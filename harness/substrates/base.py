@@ -94,21 +94,22 @@ class Substrate(ABC):
     Terraform module (`terraform/`), image builder, task-field checks, doctor checks and
     gc. The core knows substrates only through this contract and the registry.
 
-    Declarations (class attributes) tell the core what it must not guess:
-    `providers` (Terraform provider pins: source, version, `shared` when one provider
-    process may serve every command of a harness process, `build` the script that builds it
-    into the mirror), `env_types` (the task.toml `[environment] type`s it runs by default),
-    `capabilities` (what faults and gates may rely on: power, own_kernel, own_clock,
-    block_devices), `holds_capacity` (a trial holds host memory and CPUs while it runs),
+    Declarations (class attributes) tell the core what it must not guess: `providers`
+    (Terraform provider pins: source, version, `shared` when one provider process may serve
+    every command of a harness process, `build` the script that builds it into the mirror),
+    `env_types` (the task.toml `[environment] type`s it runs by default), `capabilities`
+    (what faults and gates may rely on: power, own_kernel, own_clock, block_devices),
+    `holds_capacity` (a trial holds host memory and CPUs while it runs),
     `default_concurrency`, `engine` (the hosts-file key of the endpoint it runs on; empty
     when its nodes live elsewhere) with `endpoint_model` (that key's pydantic model or
-    annotated type, from the folder's endpoint.py), `node_keys` (the
-    `[[environment.nodes]]` keys it honours beyond name, cpus, memory_mb, storage_mb,
-    roles, host), `network_modes` (the egress modes of task.toml it enforces; others are
-    refused at validate time), `settings_model` (its section of config.yaml,
-    `substrates.<name>`), `stands_in_for` (task types no substrate runs yet whose tasks it
-    can run unchanged when their `type` is set to its own) and `backends` (the names a
-    foreign task format may give its backend, e.g. InfraBench's `vm_backend`).
+    annotated type, from the folder's endpoint.py), `node_fields` (the
+    `[[environment.nodes]]` keys it honours beyond name, cpus, memory_mb, storage_mb, roles,
+    host: pydantic field definitions, merged into task.toml's node model), `network_modes`
+    (the egress modes of task.toml it enforces; others are refused at validate time),
+    `settings_model` (its section of config.yaml, `substrates.<name>`), `stands_in_for`
+    (task types no substrate runs yet whose tasks it can run unchanged when their `type` is
+    set to its own) and `backends` (the names a foreign task format may give its backend,
+    e.g. InfraBench's `vm_backend`).
     """
 
     name: ClassVar[str]
@@ -117,7 +118,7 @@ class Substrate(ABC):
     capabilities: ClassVar[frozenset[str]] = frozenset({"power"})
     holds_capacity: ClassVar[bool] = False
     default_concurrency: ClassVar[int] = 1
-    node_keys: ClassVar[frozenset[str]] = frozenset()
+    node_fields: ClassVar[dict[str, tuple[Any, Any]]] = {}
     network_modes: ClassVar[tuple[str, ...]] = ("no-network",)
     settings_model: ClassVar[type[BaseModel] | None] = None
     engine: ClassVar[str] = ""

@@ -150,11 +150,11 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
         sub = substrates.substrate_class(substrates.for_env_type(env.type))
         problems += sub.validate_task(config, root)
         for node in env.nodes:
-            extra = sorted((node.model_fields_set - COMMON_NODE_KEYS) - sub.node_keys)
+            extra = sorted((node.model_fields_set - COMMON_NODE_KEYS) - set(sub.node_fields))
             if extra:
                 problems.append(f"{toml_path}: environment.nodes.{extra[0]}: set on node "
                                 f"{node.name}, but the {env.type!r} type has no such thing "
-                                f"(it honours: {', '.join(sorted(sub.node_keys)) or 'none'})")
+                                f"(it honours: {', '.join(sorted(sub.node_fields)) or 'none'})")
         for key, policy in _policies(config).items():
             if policy.mode not in sub.network_modes:
                 problems.append(f"{toml_path}: {key}: network mode {policy.mode!r} is not "

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from harness import substrates
 from harness.task.compat import NetworkPolicy
@@ -74,33 +74,38 @@ class SolutionSection(_Section):
 COMMON_NODE_KEYS = frozenset({"name", "cpus", "memory_mb", "storage_mb", "roles", "host"})
 
 
-class NodeSpec(_Section):
-    name: str
-    cpus: int | None = Field(default=None, gt=0, le=MAX_CPUS)
-    memory_mb: int | None = Field(default=None, gt=0, le=MAX_MEMORY_MB)
-    storage_mb: int | None = Field(default=None, gt=0, le=MAX_STORAGE_MB)
-    roles: list[str] = Field(default_factory=list)
-    host: str | None = Field(default=None, description="InfraBench: the machine the node "
-                             "was on; informational (a node's address is the substrate's)")
-    bmc: bool = False
-    data_disks: list[int] = Field(default_factory=list,
-                                  description="Extra blank disks (VM only), sizes in MB; the "
-                                              "node sees them as /dev/vdc, /dev/vdd, ...")
+class _Node(_Section):
+    """One `[[environment.nodes]]` entry: the keys every substrate shares, then those the
+    substrates declare (`Substrate.node_fields`); the class with the fields is `NodeSpec`.
+    Which of the declared keys a task may use is its substrate's (checked at load)."""
 
-    @field_validator("data_disks")
-    @classmethod
-    def _disk_sizes(cls, v: list[int]) -> list[int]:
-        if len(v) > 8 or any(not 1 <= mb <= 65536 for mb in v):
-            raise ValueError(f"{v!r}: at most 8 data disks of 1-65536 MB each")
-        return v
-
-    @field_validator("name")
+    @field_validator("name", check_fields=False)
     @classmethod
     def _hostname(cls, v: str) -> str:
         if not HOSTNAME_RE.match(v):
             raise ValueError(f"{v!r} is not a valid hostname (lowercase letters, digits and "
                              "'-', starting with a letter, at most 63 characters)")
         return v
+
+
+def _substrate_node_fields() -> dict[str, tuple[Any, Any]]:
+    out: dict[str, tuple[Any, Any]] = {}
+    for cls in substrates.classes().values():
+        for key, field in cls.node_fields.items():
+            out.setdefault(key, field)
+    return out
+
+
+NodeSpec = create_model(
+    "NodeSpec", __base__=_Node, __module__=__name__,
+    name=(str, ...),
+    cpus=(int | None, Field(default=None, gt=0, le=MAX_CPUS)),
+    memory_mb=(int | None, Field(default=None, gt=0, le=MAX_MEMORY_MB)),
+    storage_mb=(int | None, Field(default=None, gt=0, le=MAX_STORAGE_MB)),
+    roles=(list[str], Field(default_factory=list)),
+    host=(str | None, Field(default=None, description="InfraBench: the machine the node was "
+                            "on; informational (a node's address is the substrate's)")),
+    **_substrate_node_fields())
 
 
 class AnsibleSection(BaseModel):

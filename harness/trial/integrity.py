@@ -120,7 +120,13 @@ leftovers() {
     pid=${d#/proc/}
     case "$keep" in *" $pid "*) continue ;; esac
     [ -e "$d/exe" ] || continue
-    [ "$d/exe" -ef "$tbb" ] && continue  # the toolbox's own (this script, its watchdog)
+    if [ "$d/exe" -ef "$tbb" ]; then  # the toolbox's own: this script's subshells only
+      q=$pid
+      while [ "$q" -gt 1 ] 2>/dev/null; do
+        q=$(ppid "$q" 2>/dev/null || echo 0); [ "$q" = "$self" ] && break
+      done
+      [ "$q" = "$self" ] && continue
+    fi
     cg=""
     while IFS= read -r line; do
       case "$line" in

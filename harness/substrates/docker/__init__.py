@@ -22,7 +22,7 @@ from harness import owner
 from harness.config import Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.substrates import egress, firewall
-from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
+from harness.substrates.base import SETUP, ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, network
 from harness.substrates.docker.endpoint import DockerEndpoint
@@ -128,9 +128,22 @@ class DockerSubstrate(Substrate):
         if self.builder is not None:
             return self.builder.preflight()
         firewall.require()
+        self._require_hardened()
         ok, desc = base_image.docker_base_status()
         if not ok:
             raise PreflightError(f"{desc}; run `harness image build --kind docker`")
+
+    def _require_hardened(self) -> None:
+        """Refuse an engine without the isolation the threat model relies on (README,
+        "Threat model"), unless `substrates.docker.allow_unhardened` says otherwise."""
+        missing = [] if self.config.allow_unhardened else engine.hardening_gaps(
+            engine.status(self.host))
+        if missing:
+            raise PreflightError(
+                f"the Docker engine at {self.host} runs without {', '.join(missing)}: an agent "
+                f"could reach the host from a trial; {SETUP} as root (it starts the harness's "
+                "own engine), or set substrates.docker.allow_unhardened: true in config.yaml "
+                "to accept that risk")
 
     def terraform_module(self) -> Path:
         return HERE / "terraform"

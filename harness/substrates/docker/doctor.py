@@ -16,7 +16,7 @@ def _engine(host: str | None = None, name: str = "docker engine",
         st = engine.status(host)
     except Exception as exc:
         return Check(name, "FAIL", f"not reachable: {exc}"[:200], fix)
-    hardened = st["userns"] and st["cgroupns"] and st["runtime"] == "hx-runc"
+    hardened = not engine.hardening_gaps(st)
     detail = (f"harness engine {st['version']} at {st['host']}: userns-remap "
               f"{'on' if st['userns'] else 'OFF'}, cgroupns "
               f"{'private' if st['cgroupns'] else 'OFF'}, runtime {st['runtime']}")

@@ -11,7 +11,9 @@ class DockerSettings(BaseModel):
     """`host`: the engine endpoint (empty: the harness's own engine, see `engine`);
     `pool`/`prefix`: where trial subnets come from; `pids_limit`: per node;
     `egress_uplinks`: interfaces a trial's egress (task network mode public/allowlist) may
-    leave through besides those of the host's default routes."""
+    leave through besides those of the host's default routes; `allow_unhardened`: run trials
+    on an engine without the hardening the threat model needs (userns-remap, private cgroup
+    namespaces, the hx-runc runtime), e.g. a laptop's own dockerd, at the user's risk."""
 
     model_config = ConfigDict(extra="forbid")
     host: str = ""
@@ -19,6 +21,7 @@ class DockerSettings(BaseModel):
     prefix: int = Field(default=24, ge=16, le=28)
     pids_limit: int = Field(default=4096, ge=64, le=1048576)
     egress_uplinks: list[str] = Field(default_factory=list)
+    allow_unhardened: bool = False
 
 
 def docker_settings() -> DockerSettings:

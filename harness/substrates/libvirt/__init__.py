@@ -35,12 +35,14 @@ from harness import owner
 from harness.config import LOCAL_BASE, Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import TrialPaths, provider_mirror
+from harness.substrates import firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import HOST_RESERVE_MB, host_memory_mb, nodes_from_inventory
 from harness.substrates.libvirt import bmc, doctor, host, naming, ssh
 from harness.substrates.libvirt.endpoint import LibvirtURI
 from harness.substrates.libvirt.host import detect_domain_type
 from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
+from harness.substrates.libvirt.task_fields import NODE_FIELDS
 from harness.substrates.libvirt.task_image import task_image
 
 HERE = Path(__file__).resolve().parent
@@ -77,7 +79,7 @@ class LibvirtSubstrate(Substrate):
         {"power", "own_kernel", "own_clock", "block_devices"})
     holds_capacity: ClassVar[bool] = True
     default_concurrency: ClassVar[int] = 1
-    node_keys: ClassVar[frozenset[str]] = frozenset({"data_disks", "bmc"})
+    node_fields: ClassVar[dict[str, tuple[Any, Any]]] = NODE_FIELDS
     max_nodes: ClassVar[int] = 1
     engine: ClassVar[str] = "libvirt"
     endpoint_model: ClassVar[Any] = LibvirtURI
@@ -365,6 +367,7 @@ class LibvirtSubstrate(Substrate):
             raise PreflightError(f"vm substrate needs {', '.join(missing)} on PATH"
                                  + (f": apt-get install {' '.join(packages)}" if packages else ""))
         host.connect(self.uri).close()
+        firewall.require()  # the same table isolates the VMs' hx* bridges
         pin = self.providers["libvirt"]
         ptype = pin["source"].rsplit("/", 1)[-1]
         binary = (provider_mirror() / "registry.terraform.io" / pin["source"] / pin["version"]

@@ -277,6 +277,13 @@ def _build_network(c) -> None:
                           labels={"harness.engine": "build"})
 
 
+def hardening_gaps(st: dict) -> list[str]:
+    """What of the threat model's hardening an engine's `status` lacks (empty: none)."""
+    return [what for what, ok in (
+        ("userns-remap", st["userns"]), ("private cgroup namespaces", st["cgroupns"]),
+        ("the hx-runc runtime", st["runtime"] == "hx-runc")) if not ok]
+
+
 def status(host: str | None = None) -> dict:
     """What doctor reports: reachable, version, userns and cgroupns in effect."""
     host = host or docker_host()
