@@ -129,8 +129,12 @@ def normalize(raw: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]
             for i, node in enumerate(env["nodes"]):
                 if isinstance(node, dict):
                     problems += _sizes(node, f"environment.nodes[{i}]")
-        if isinstance(env.get("network"), dict) or any(
-                k in env for k in ("network_mode", "allowed_hosts", "allow_internet")):
+        flat = [k for k in ("network_mode", "allowed_hosts", "allow_internet") if k in env]
+        if isinstance(env.get("network"), dict) and flat:
+            problems.append((f"environment.{flat[0]}", "set beside [environment.network], "
+                             "which would win silently; say it once (valid: [environment."
+                             "network] mode = ..., or the flat key alone)"))
+        if isinstance(env.get("network"), dict) or flat:
             policy = _policy(env, "network", "environment")
             if policy is not None:
                 env["network_policy"] = policy

@@ -133,6 +133,12 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         problems.append(f"{toml_path}: environment.nodes: duplicate node names {dupes}")
+    compose = [p for p in ("docker-compose.yaml", "docker-compose.yml", "compose.yaml")
+               if (root / "environment" / p).is_file()]
+    if compose:
+        problems.append(f"{root / 'environment' / compose[0]}: multi-container Harbor tasks "
+                        "are not run by this harness (valid: one environment/Dockerfile, or "
+                        "[[environment.nodes]] for several nodes)")
     if env.gpus:
         problems.append(f"{toml_path}: environment.gpus: {env.gpus} GPUs asked for; no "
                         "substrate here passes GPUs through (valid: 0 or unset)")

@@ -254,3 +254,13 @@ def test_harbor_keys_this_harness_cannot_honour_are_refused(tmp_path):
     (tmp_path / "ok").mkdir()
     task = load_task(make(tmp_path / "ok", HARBOR.replace("[agent]\n", '[agent]\nuser = "root"\n')))
     assert task.warnings == []
+
+
+def test_harbor_compose_tasks_and_doubled_network_keys_are_refused(tmp_path):
+    found = problems(tmp_path, HARBOR, files={"environment/docker-compose.yaml": "services: {}\n"})
+    assert any("docker-compose.yaml: multi-container Harbor tasks" in p for p in found), found
+    doubled = HARBOR + 'allow_internet = true\n[environment.network]\nmode = "no-network"\n'
+    (tmp_path / "b").mkdir()
+    found = problems(tmp_path / "b", doubled)
+    assert any("environment.allow_internet: set beside [environment.network]" in p
+               for p in found), found

@@ -102,10 +102,13 @@ def _build(base: Path, task, final: Path, log) -> None:
             res = guest.run("cd /tmp/harness-env && bash setup.sh", timeout=timeout,
                             log=setup_log)
             if res.returncode != 0:
-                tail = setup_log.read_text(errors="replace").strip().splitlines()[-3:]
+                text = setup_log.read_text(errors="replace")
+                tail = text.strip().splitlines()[-3:]
+                lines = re.findall(r"setup\.sh: line (\d+)", text)  # as bash reports it
                 raise InputError(f"setup.sh failed with exit {res.returncode} while building "
                                  f"the task image (full log: {failed_log}): "
-                                 f"{' | '.join(tail)[-400:]}", file=str(setup))
+                                 f"{' | '.join(tail)[-400:]}",
+                                 file=f"{setup}:{lines[-1]}" if lines else str(setup))
             guest.run("rm -rf /tmp/harness-env", timeout=60)
             guest.poweroff()
         kernel, initrd = kernel_paths(base)
