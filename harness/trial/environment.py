@@ -54,18 +54,18 @@ class TrialEnvironment:
     async def exec(self, cmd: str, timeout: float, node: Node | None = None,
                    env: dict[str, str] | None = None, record: bool = True,
                    source: str = "agent", files: tuple[Path, str] | None = None,
-                   toolbox: str | None = None) -> ExecResult:
+                   toolbox: str | None = None, stdin: bytes | None = None) -> ExecResult:
         """Run `cmd` on `node` (the primary by default); record it unless `record=False`.
 
         `files=(src, dest)`: first replace the node's `dest` with `src`'s contents, in the
         same round trip (a tar on the command's stdin; `put` then `exec` takes two, plus an
         archive extraction by the substrate). The record shows `cmd`. When the files cannot
         be unpacked, `cmd` does not run: exit code 97, `UNPACK_FAILED` on stderr.
-        `toolbox`: see `Substrate.exec`."""
+        `toolbox`, `stdin`: see `Substrate.exec` (`stdin` is not for use with `files`)."""
         target = node or self.primary
         started = now_iso()
         env = {MARKER: source if record else HARNESS_MARK, **(env or {})}
-        script, stdin = cmd, None
+        script = cmd
         if files is not None:
             src, dest = files
             d = shlex.quote(dest)

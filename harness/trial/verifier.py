@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results import check
+from harness.substrates.common import tar_bytes
 from harness.trial import integrity as integ
 
 PHASES = ("functional", "durability", "cleanup")
@@ -135,8 +136,8 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
     probes): on every node a fresh toolbox arrives, the agent's leftovers are stopped and
     tampering is looked for (`harness.trial.integrity`); a tampered environment is not verified
     at all (reward 0); a node that is powered off is skipped (and said in events.jsonl).
-    test.sh then runs in a private mount namespace whose /logs/verifier is a new, empty
-    tmpfs nothing else can see, under the toolbox's shell and timeout, on the node's own
+    test.sh then runs in a private mount namespace whose /tests and /logs/verifier are new
+    tmpfs mounts nothing else can see, under the toolbox's shell and timeout, on the node's own
     programs (checked above: the task's tools behave as the task expects); the reward is
     read from that same run."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -231,8 +232,8 @@ NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 async def _run_tests(env, task, toolbox: str | None):
     """tests/ in (a fresh /tests), then test.sh; after a marker line, the reward files, in
-    one round trip. With a toolbox: in a private mount namespace with a new tmpfs at
-    /logs/verifier (else /logs/verifier is emptied in place)."""
+    one round trip. With a toolbox: in a private mount namespace with new tmpfs mounts at
+    /tests and /logs/verifier that only this run sees (else both are replaced in place)."""
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
     mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
     limit = max(1, int(task.config.verifier.timeout_sec))
@@ -241,13 +242,18 @@ async def _run_tests(env, task, toolbox: str | None):
             f"env PATH={NODE_PATH} bash /tests/test.sh; hx_rc=$?; "
             f"printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc")
     if toolbox:
-        inner = ("mkdir -p /logs/verifier && mount -t tmpfs -o mode=0755,size=64m "
-                 "hx-verifier /logs/verifier || exit 98\n" + body)
+        # /tests and /logs/verifier exist only in this namespace: nothing the agent left
+        # running (a service of its own included) can rewrite test.sh or the reward
+        inner = ("mkdir -p /logs/verifier /tests && mount -t tmpfs -o mode=0755,size=64m "
+                 "hx-verifier /logs/verifier && mount -t tmpfs -o mode=0755 hx-tests /tests "
+                 "&& tar -x -C /tests || exit 98\n" + body)
         cmd = f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}"
+        run = await env.exec(cmd, timeout=limit + 30, record=False, toolbox=toolbox,
+                             stdin=tar_bytes(task.tests_dir))
     else:
         cmd = "{ rm -rf /logs/verifier && mkdir -p /logs/verifier; } || exit 98\n" + body
-    run = await env.exec(cmd, timeout=limit + 30, record=False,
-                         files=(task.tests_dir, "/tests"), toolbox=toolbox)
+        run = await env.exec(cmd, timeout=limit + 30, record=False,
+                             files=(task.tests_dir, "/tests"))
     if run.exit_code == KILLED and not run.timed_out:
         run = dataclasses.replace(run, timed_out=True)
     return run, mark
