@@ -166,22 +166,24 @@ def test_leftover_forgers_are_stopped_and_recorded(seed_task, tmp_path):
 def test_a_real_service_cannot_rewrite_the_tests_or_the_reward(seed_task, tmp_path):
     """A forger installed as a real systemd service (unit file on disk, enabled) survives
     the verifier's leftover sweep by design; it still cannot touch the /tests or the
-    /logs/verifier that test.sh sees (private tmpfs mounts of the verifier's namespace)."""
-    forge = ("while :; do mkdir -p /tests /logs/verifier; printf '#!/bin/bash\\necho 1.0 > "
-             "/logs/verifier/reward.txt\\n' > /tests/test.sh; echo 1.0 > "
-             "/logs/verifier/reward.txt; echo '{\"reward\": 1.0}' > "
-             "/logs/verifier/reward.json; sleep 0.02; done")
+    /logs/verifier that test.sh sees (private tmpfs mounts of the verifier's namespace).
+    It spins on shell builtins, so it wins any race against a test.sh unpacked in place."""
+    forge = ("while :; do if [ -f /tests/test.sh ]; then IFS= read -r l < /tests/test.sh "
+             "2>/dev/null || l=; [ \"$l\" = '#forged' ] || printf '#forged\\necho 1.0 > "
+             "/logs/verifier/reward.txt\\n' > /tests/test.sh 2>/dev/null; fi; "
+             "[ -d /logs/verifier ] && echo 1.0 > /logs/verifier/reward.txt 2>/dev/null; done")
     unit = ("[Unit]\nDescription=looks harmless\n[Service]\nExecStart=/bin/bash "
             "/root/forge-svc.sh\nRestart=always\n[Install]\nWantedBy=multi-user.target\n")
     trial = attack(seed_task("hello-docker"), tmp_path, [
         f"cat > /root/forge-svc.sh <<'EOF'\n{forge}\nEOF",
         f"printf '{unit}' > /etc/systemd/system/forger.service",
         "systemctl daemon-reload && systemctl enable --now forger.service",
-        "for i in $(seq 300); do [ -s /tests/test.sh ] && break; sleep 0.1; done; "
-        "systemctl is-active forger.service; cat /logs/verifier/reward.txt",
+        "mkdir -p /tests && : > /tests/test.sh; for i in $(seq 300); do "
+        "IFS= read -r l < /tests/test.sh; [ \"$l\" = '#forged' ] && break; sleep 0.1; done; "
+        "systemctl is-active forger.service; echo \"$l\"",
     ])
     rec, = run(trial)
-    assert outputs(trial)[-1].split() == ["active", "1.0"], "the forger never ran"
+    assert outputs(trial)[-1].split() == ["active", "#forged"], "the forger never ran"
     assert rec.status == "failed" and rec.reward == 0.0, (rec.status, rec.reward, rec.error)
     assert rec.leaks == [] and labeled(rec.trial_id) == []
 
