@@ -18,13 +18,12 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from harness import owner
 from harness.config import Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.substrates import egress, firewall
 from harness.substrates.base import SETUP, ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
-from harness.substrates.docker import base_image, doctor, engine, network
+from harness.substrates.docker import base_image, doctor, engine, garbage, network
 from harness.substrates.docker.endpoint import DockerEndpoint
 from harness.substrates.docker.image import base_refs, image_tag, ship, task_image
 from harness.substrates.docker.render import bridge_name, render_vars
@@ -33,8 +32,6 @@ from harness.substrates.docker.settings import DockerSettings
 __all__ = ["DockerSubstrate", "bridge_name", "render_vars"]
 
 HERE = Path(__file__).resolve().parent
-LABEL_TRIAL = "harness.trial"
-LABEL_CAMPAIGN = "harness.campaign"
 EXEC_GRACE = 20.0
 
 
@@ -331,79 +328,16 @@ class DockerSubstrate(Substrate):
 
     def live_nodes(self, campaign: str | None = None, trial: str | None = None,
                    force: bool = False) -> dict[str, list[Node]]:
-        out: dict[str, list[Node]] = {}
-        for c in self.client.api.containers(filters=self._filters(campaign, trial)):
-            labels, name = c.get("Labels") or {}, _container_name(c)
-            if not force and owner.foreign_live(labels.get(owner.LABEL),
-                                                labels.get(LABEL_TRIAL)):
-                continue
-            node = Node(name=labels.get("harness.node", name), host=name, cluster_ip="")
-            out.setdefault(labels.get(LABEL_TRIAL, "?"), []).append(node)
-        return out
-
-    def _filters(self, campaign: str | None, trial: str | None) -> dict:
-        if trial:
-            return {"label": f"{LABEL_TRIAL}={trial}"}
-        if campaign:
-            return {"label": f"{LABEL_CAMPAIGN}={campaign}"}
-        return {"label": LABEL_TRIAL}
-
-    def _owned(self, campaign: str | None, trial: str | None, force: bool = False
-               ) -> list[tuple[str, str, str]]:
-        """(kind, id, name) of every object with the labels, from Docker's list calls alone
-        (the SDK's model lists inspect each container once more), but those of trials
-        another live harness process owns (unless `force`). Images are looked for only
-        beyond one trial: the harness labels none per trial."""
-        f = self._filters(campaign, trial)
-        api = self.client.api
-        objs = [("container", c["Id"], _container_name(c), c.get("Labels"))
-                for c in api.containers(all=True, filters=f)]
-        objs += [("network", n["Id"], n.get("Name") or n["Id"][:12], n.get("Labels"))
-                 for n in api.networks(filters=f)]
-        objs += [("volume", v["Name"], v["Name"], v.get("Labels"))
-                 for v in (api.volumes(filters=f) or {}).get("Volumes") or []]
-        if trial is None:
-            objs += [("image", i["Id"], (i.get("RepoTags") or [i["Id"][7:19]])[0],
-                      i.get("Labels")) for i in api.images(filters=f)]
-        live = set() if force else {
-            (labels or {}).get(LABEL_TRIAL) for *_, labels in objs
-            if owner.foreign_live((labels or {}).get(owner.LABEL),
-                                  (labels or {}).get(LABEL_TRIAL))}
-        return [(kind, obj_id, name) for kind, obj_id, name, labels in objs
-                if (labels or {}).get(LABEL_TRIAL) not in live or kind == "image"]
+        return garbage.live_nodes(self.client.api, campaign, trial, force)
 
     def leftovers(self, campaign: str | None = None, trial: str | None = None,
                   force: bool = False) -> list[str]:
         return [f"docker {kind} {name}" for kind, _, name in
-                self._owned(campaign, trial, force)]
+                garbage.owned(self.client.api, campaign, trial, force)]
 
     def sweep(self, campaign: str | None = None, trial: str | None = None,
               force: bool = False) -> list[str]:
-        api = self.client.api
-        removed = []
-        for kind, obj_id, name in self._owned(campaign, trial, force):
-            try:
-                if kind == "container":
-                    api.remove_container(obj_id, force=True, v=True)
-                elif kind == "network":
-                    api.remove_network(obj_id)
-                elif kind == "volume":
-                    api.remove_volume(obj_id)
-                else:
-                    api.remove_image(obj_id, force=True)
-                removed.append(f"docker {kind} {name}")
-            except Exception as exc:  # already gone or in use: report, keep going
-                removed.append(f"docker {kind} {name} (failed: {exc})")
-        if trial and (force or not owner.run_elsewhere(trial)):
-            # a trial another live process runs keeps its subnet lease and firewall sets
-            network.release_subnet(trial, self.config.pool)
-            egress.clear(bridge_name(trial))
-        else:
-            live = {(n.get("Labels") or {}).get(LABEL_TRIAL)
-                    for n in api.networks(filters={"label": LABEL_TRIAL})}
-            for path in network.stale_reservations(live, self.config.pool):
-                path.unlink(missing_ok=True)
-        return removed
+        return garbage.sweep(self.client.api, self.config.pool, campaign, trial, force)
 
     def release(self, spec: TrialSpec) -> None:
         network.release_subnet(spec.trial_id, self.config.pool)
@@ -421,10 +355,6 @@ class DockerSubstrate(Substrate):
                     raise SubstrateError("docker", f"cannot pin the allowlist into "
                                          f"{node.name}:/etc/hosts: {res.stderr.strip()}")
         return pins
-
-
-def _container_name(c: dict) -> str:
-    return ((c.get("Names") or [""])[0].lstrip("/")) or c["Id"][:12]
 
 
 def _exec_with_stdin(api, exec_id: str, data: bytes) -> tuple[bytes, bytes]:
