@@ -4,8 +4,9 @@ A role fault is one folder `roles/fi_<layer>_<fault>/`: `meta/fault.yml` (name, 
 kind, summary, the substrate capabilities it `requires` and `why`, dead-man switch),
 `meta/argument_specs.yml` (its parameters) and `templates/{inject,heal,verify}.sh.j2`.
 The registry is built by reading those folders; `playbooks/faults.yml` is one generic
-play that runs the selected folder's scripts through roles/fi_common. Power faults act
-through the substrate's `power()` and are declared in `harness.faults.power`. Unknown names
+play that runs the selected folder's scripts through roles/fi_common. A power fault's
+folder (`kind: power`) holds only its `meta/`: the harness drives it through the
+substrate's `power()` (`harness.faults.power`). Unknown names
 list every valid one. `FaultSession` (harness.faults.session) injects, heals and keeps the
 ledger.
 """
@@ -19,7 +20,6 @@ import yaml
 
 from harness.errors import RegistryError
 from harness.faults.base import Fault, FaultError, FaultRecord, FaultSpec, Param
-from harness.faults.power import POWER_SPECS
 from harness.paths import ROLES
 
 _DRIVERS = {"role": "harness.faults.role:RoleFault",
@@ -42,10 +42,9 @@ def spec_from_folder(folder) -> FaultSpec:
 
 @functools.cache
 def catalog(roles=ROLES) -> dict[str, FaultSpec]:
-    """Every fault: the power faults, then one per `roles/fi_*/meta/fault.yml`."""
-    specs = list(POWER_SPECS)
-    specs += [spec_from_folder(d) for d in sorted(roles.glob("fi_*"))
-              if (d / "meta" / "fault.yml").is_file()]
+    """Every fault: one per `roles/fi_*/meta/fault.yml`."""
+    specs = [spec_from_folder(d) for d in sorted(roles.glob("fi_*"))
+             if (d / "meta" / "fault.yml").is_file()]
     return {s.name: s for s in specs}
 
 

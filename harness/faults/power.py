@@ -1,5 +1,6 @@
-"""Power faults (L1) through the substrate's `power()`: container stop/start/restart on
-docker, domain destroy/start/reset on libvirt, IPMI on bare metal (when it lands).
+"""Power faults (L1; folders `roles/fi_l1_power_*`, `kind: power`) through the substrate's
+`power()`: container stop/start/restart, domain destroy/start/reset, IPMI where a node has
+a BMC.
 
 A node that is off cannot hold a ledger, so power faults live in the controller ledger;
 `power_cycle` writes the node-side record first and proves the restart by its absence
@@ -13,15 +14,10 @@ import json
 import shlex
 from typing import Any
 
-from harness.faults.base import Fault, FaultError, FaultRecord, FaultSpec
+from harness.faults.base import Fault, FaultError, FaultRecord
 
 BOOT_TIMEOUT = 180.0
-POWER_SPECS = (
-    FaultSpec("power_off", "L1", "power", "Power a node off (container stop, domain destroy); "
-              "heal powers it on"),
-    FaultSpec("power_cycle", "L1", "power", "Power-cycle a node (container restart, domain "
-              "reset); heal makes sure it is on"),
-)
+
 
 
 async def wait_up(env, node, timeout: float = BOOT_TIMEOUT) -> float:

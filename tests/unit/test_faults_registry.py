@@ -10,7 +10,8 @@ from harness.errors import InputError, RegistryError
 from harness.faults import catalog, get_fault, get_spec, names
 from harness.paths import PLAYBOOKS, ROLES
 
-ROLE_FAULTS = [s for s in catalog().values() if s.role]
+ROLE_FAULTS = [s for s in catalog().values() if s.kind != "power"]
+POWER_FAULTS = [s for s in catalog().values() if s.kind == "power"]
 VM_ONLY = {"clock_skew", "disk_latency", "disk_errors", "raid_member_fail", "netem"}
 
 
@@ -62,7 +63,7 @@ def test_a_throwaway_fault_folder_is_registered(tmp_path):
     for action in ("inject", "heal", "verify"):
         (folder / "templates" / f"{action}.sh.j2").write_text("{{ fi_lib }}\ntrue\n")
     specs = catalog(roles=tmp_path)
-    assert set(specs) == {"power_off", "power_cycle", "throwaway"}
+    assert set(specs) == {"throwaway"}
     spec = specs["throwaway"]
     assert spec.role == "fi_l4_throwaway" and spec.substrates == ("vm", "vm-cluster")
     with pytest.raises(InputError, match="needs its own clock"):
@@ -71,7 +72,17 @@ def test_a_throwaway_fault_folder_is_registered(tmp_path):
 
 def test_every_fault_role_is_registered():
     on_disk = {p.name for p in ROLES.glob("fi_l*")}
-    assert on_disk == {s.role for s in ROLE_FAULTS}
+    assert on_disk == {s.role for s in ROLE_FAULTS + POWER_FAULTS}
+
+
+@pytest.mark.parametrize("spec", POWER_FAULTS, ids=lambda s: s.name)
+def test_a_power_fault_is_a_folder_of_its_registry_entry(spec):
+    """Driven through the substrate's power(): its folder has no scripts, only meta/."""
+    role = ROLES / spec.role
+    assert spec.role == f"fi_{spec.layer.lower()}_{spec.name}" and spec.requires == ("power",)
+    files = sorted(p.relative_to(role).as_posix() for p in role.rglob("*") if p.is_file())
+    assert files == ["meta/argument_specs.yml", "meta/fault.yml"]
+    assert spec.params == {} and type(get_fault(spec.name)).__name__ == "PowerFault"
 
 
 def test_vm_only_faults_say_so():

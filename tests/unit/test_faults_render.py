@@ -31,7 +31,7 @@ PARAMS = {
     "tls_mismatch": {"key": "/etc/tls/k.pem", "cert": "/etc/tls/c.pem", "service": "nginx"},
     "file_corrupt": {"path": "/var/lib/db/data.db", "mode": "truncate"},
 }
-ROLE_FAULTS = sorted(s.name for s in catalog().values() if s.role)
+ROLE_FAULTS = sorted(s.name for s in catalog().values() if s.kind != "power")
 
 RENDER_ROLE = """
 - name: Render
