@@ -295,6 +295,9 @@ class Trial:
         try:
             await self._egress("environment")
             await self._phase("provision", self._provision())
+            if self.task.needs_egress and \
+                    self.task.network_policy("environment").mode == "allowlist":
+                await self._egress("environment")  # now the nodes exist: pin the names
         except Exception as exc:  # any failure before the window is pre-window
             raise PreWindowError("provision", exc) from exc
         await self._setup_and_bootstrap()
