@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from harness.config import Settings
+from harness.errors import PreflightError
 from harness.substrates.docker.image import SETUP_STEP, image_tag
 from harness.substrates.libvirt.task_image import image_key, task_image
 from harness.task import load_task
@@ -73,3 +76,20 @@ def test_docker_setup_sh_is_the_last_build_step(tmp_path):
         dockerfile = tar.extractfile("Dockerfile").read().decode()
         assert "setup.sh" in tar.getnames()
     assert dockerfile.endswith(SETUP_STEP) and dockerfile.startswith("FROM ")
+
+
+class _Absent:
+    def get(self, ref):
+        import docker
+
+        raise docker.errors.ImageNotFound(ref)
+
+
+@pytest.mark.parametrize("line", ["FROM alpine", "FROM alpine AS build\nFROM build"])
+def test_an_unmapped_short_image_name_is_refused_before_the_build(tmp_path, line):
+    root = make(tmp_path, {"environment/Dockerfile": f"{line}\nRUN true\n"})
+    (root / "task.toml").write_text(TOML.replace('"vm"', '"docker"'))
+    client = type("Client", (), {"images": _Absent()})()
+    with pytest.raises(PreflightError, match=r"base image .alpine. is not present "
+                                             r"locally.*image_overrides"):
+        image_tag(client, load_task(root), Settings())

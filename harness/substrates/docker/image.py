@@ -86,15 +86,16 @@ def image_tag(client, task, settings: Settings) -> tuple[str, bytes, Path | None
     if task.env_file("setup.sh") is not None:
         text = text.rstrip("\n") + SETUP_STEP
     tar_bytes, digest = context_tar(task.path / "environment", text)
-    for ref in re.findall(r"^\s*FROM\s+(\S+)", text, re.IGNORECASE | re.MULTILINE):
-        if ":" in ref or "/" in ref:
-            try:
-                digest += client.images.get(ref).id
-            except docker.errors.ImageNotFound as exc:
-                hint = ("run `harness image build --kind docker`" if ref == DOCKER_BASE else
-                        "map it to a local base with image_overrides in config.yaml")
-                raise PreflightError(f"{dockerfile or 'base_image'}: base image {ref!r} is not "
-                                     f"present locally and no registry is used; {hint}") from exc
+    for ref in base_refs(text):  # every FROM image but the file's own stages (`FROM alpine`
+        if ref == "scratch":      # too: an unmapped name is refused here, not in the build)
+            continue
+        try:
+            digest += client.images.get(ref).id
+        except docker.errors.ImageNotFound as exc:
+            hint = ("run `harness image build --kind docker`" if ref == DOCKER_BASE else
+                    "map it to a local base with image_overrides in config.yaml")
+            raise PreflightError(f"{dockerfile or 'base_image'}: base image {ref!r} is not "
+                                 f"present locally and no registry is used; {hint}") from exc
     tag = f"hx-task/{_slug(task.name)}:{hashlib.sha256(digest.encode()).hexdigest()[:12]}"
     return tag, tar_bytes, dockerfile
 
