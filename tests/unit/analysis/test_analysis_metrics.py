@@ -126,3 +126,11 @@ def test_pareto_frontier():
     assert frontier(df).to_list() == [True, True, True, False, False]
     ties = pl.DataFrame({"cost_usd": [1.0, 1.0], "pass@0.5": [40.0, 40.0]})
     assert frontier(ties).sum() == 1
+
+
+def test_tampered_trials_score_zero_and_are_counted_apart():
+    records = [(make_record("t1", attempt=1, reward=0.0, status="tampered"), "x1.json"),
+               (make_record("t1", attempt=2, reward=1.0), "x2.json")]
+    row = leaderboard(from_dicts(records).trials, ["t1"]).row(0, named=True)
+    assert row["tampered"] == 1 and row["trials"] == 2
+    assert row["score"] == pytest.approx(50.0) and row["pass@1_n"] == 1
