@@ -68,7 +68,7 @@ async def inject_verify_heal_twice(kept: Path, fault: str, targets, params: dict
     s = session(kept)
     rec = await s.inject(fault, targets, params)
     assert rec.hosts and rec.states == dict.fromkeys(rec.hosts, "injected"), rec.states
-    if catalog()[fault].role:
+    if catalog()[fault].kind != "power":
         for host in rec.hosts:
             res = await on_node(s, host, f"test -f /run/harness/faults/{rec.id}.json && "
                                          f"test -f /var/lib/harness/faults/{rec.id}/heal.sh")
