@@ -27,6 +27,7 @@ from harness.campaign.model import ENV_REF, AgentSpec, CampaignFile, move_aside,
 from harness.errors import InputError
 from harness.paths import RunPaths
 from harness.placement import NoHostError
+from harness.redact import Redactor
 from harness.results import AgentRef, TaskRef, TrialRecord, append_jsonl, build_record, now_iso
 from harness.task import load_task
 from harness.tools.terraform import TrialTerraform
@@ -34,13 +35,15 @@ from harness.trial import Trial
 
 
 class Journal:
-    """journal.jsonl: one JSON line per event, flushed and fsync'd."""
+    """journal.jsonl: one JSON line per event, flushed and fsync'd; every value redacted
+    of the campaign's secrets (a host's error text may echo anything)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, redactor: Redactor | None = None):
         self.path = path
+        self.redactor = redactor or Redactor()
 
     def write(self, event: str, **data: Any) -> None:
-        append_jsonl(self.path, {"ts": now_iso(), "event": event, **data})
+        append_jsonl(self.path, self.redactor.obj({"ts": now_iso(), "event": event, **data}))
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
@@ -52,6 +55,18 @@ class Journal:
             except ValueError:
                 continue
         return out
+
+
+def _campaign_secrets(camp: CampaignFile) -> list[str]:
+    """Every secret value the campaign's agents use (what the journal must never hold)."""
+    out: list[str] = []
+    for agent in camp.agents:
+        out += agent_secrets(agent.name).values()
+        try:
+            out += resolve_secrets(agent).values()
+        except InputError:  # refused where the trial is made
+            pass
+    return out
 
 
 def resolve_secrets(agent: AgentSpec) -> dict[str, str]:
@@ -107,7 +122,7 @@ class TrialQueue:
                  on_change: Callable[[QueueState], None] = lambda s: None,
                  hosts: HostSet | None = None, log: Callable[[str], None] = lambda m: None):
         self.run_dir, self.camp, self.substrates = run_dir, camp, substrates
-        self.journal = Journal(RunPaths(run_dir).journal)
+        self.journal = Journal(RunPaths(run_dir).journal, Redactor(_campaign_secrets(camp)))
         self.total = asyncio.Semaphore(camp.limits.total)
         self.hosts = hosts or HostSet.for_campaign(camp, substrates)
         self.on_change, self.log = on_change, log

@@ -169,3 +169,21 @@ def test_collect_merges_the_finished_trials_of_other_shards(tmp_path):
     assert set(pl.read_parquet(mine / "results" / "trials.parquet")["host"]) == {"second"}
     with pytest.raises(InputError, match="not a shard of campaign 'c'"):
         collect_results(mine, [_shard_dir(tmp_path / "x", [], sha="other")])
+
+
+def test_the_journal_holds_no_secret_in_any_encoding(tmp_path, monkeypatch):
+    import base64
+
+    from harness.campaign.queue import TrialQueue
+
+    key = "sk-journal-test-0123456789abcdef"
+    monkeypatch.setenv("HX_TEST_KEY", key)
+    camp = CampaignFile.model_validate({
+        "name": "j", "tasks": ["tasks/hello-docker"],
+        "agents": [{"name": "openai", "env": {"OPENAI_API_KEY": "${HX_TEST_KEY}"}}]})
+    queue = TrialQueue(tmp_path, camp, {}, hosts=SimpleNamespace())
+    queue.journal.write("host_drained", host="h1", reason=f"engine said {key} and "
+                        f"{base64.b64encode(key.encode()).decode()}", trials=[key[::-1]])
+    text = (tmp_path / "journal.jsonl").read_text()
+    assert key not in text and key[::-1] not in text
+    assert base64.b64encode(key.encode()).decode() not in text and "h1" in text
