@@ -121,12 +121,19 @@ class ScenarioAPI:
         self._signals.setdefault(name, asyncio.Event()).set()
 
     async def probe(self, cmd: str, node: str | None = None, timeout: float = 30) -> ProbeResult:
-        """Run a command on a node (primary by default), outside the agent's trajectory."""
+        """Run a command on a node (primary by default), outside the agent's trajectory. A
+        probe the window's end cuts off is still recorded (`cut_off`, no verdict)."""
         target = self.env.node(node) if node else self.env.primary
+        started = self.elapsed
         try:
             res = await self.env.exec(cmd, timeout=timeout, node=target, record=False)
             out = ProbeResult(target.name, cmd, res.ok, res.exit_code, res.stdout[-TAIL:],
                               round(res.seconds, 3))
+        except asyncio.CancelledError:
+            self._event("scenario.probe", node=target.name, cmd=cmd, ok=None, exit=None,
+                        cut_off=True, stdout="", seconds=round(self.elapsed - started, 3),
+                        at=self.elapsed)
+            raise
         except Exception as exc:  # node unreachable: a failed probe, not a crash
             out = ProbeResult(target.name, cmd, False, -1, str(exc)[:TAIL], 0.0)
         self._event("scenario.probe", node=out.node, cmd=cmd, ok=out.ok, exit=out.exit_code,
