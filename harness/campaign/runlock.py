@@ -31,15 +31,27 @@ def _path(run_dir: Path, shard: str = "") -> Path:
 
 def _lock(path: Path, mode: int) -> int | None:
     """An flock of `mode` on `path` (created), or None when another process holds one
-    that conflicts."""
+    that conflicts (`mode` without LOCK_NB waits instead)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        fcntl.flock(fd, mode)
     except BlockingIOError:
         os.close(fd)
         return None
     return fd
+
+
+def _hold(path: Path, mode: int) -> bool:
+    """Hold an flock on `path` for the life of this process (re-entrant); False when
+    another process's lock conflicts."""
+    key = str(path.resolve())
+    if key not in _held:
+        fd = _lock(path, mode)
+        if fd is None:
+            return False
+        _held[key] = fd  # never closed: closing would drop the lock
+    return True
 
 
 def _refuse(run_dir: Path, command: str, info: dict, why: str = "") -> InputError:
@@ -57,43 +69,27 @@ def acquire(run_dir: Path, command: str, shard: str = "") -> None:
     (so no unsharded apply, plan or destroy runs beside it), the lock of its N shared (so
     shards cut another way, `--shard J/M` with M != N, are refused: they would share
     trials) and its own shard's lock exclusively."""
-    main = _path(run_dir)
-    key = str((_path(run_dir, shard)).resolve())
-    if key in _held:
+    main, own = _path(run_dir), _path(run_dir, shard)
+    if str(own.resolve()) in _held:
         return
-    if not shard:
-        fd = _lock(main, fcntl.LOCK_EX)
-        if fd is None:
-            raise _refuse(run_dir, command, holder(run_dir) or {})
-        _note(fd, command)
-        _held[key] = fd  # never closed: closing would drop the lock
-        return
-    n = shard.split("/")[1]
-    if str(main.resolve()) not in _held:
-        fd = _lock(main, fcntl.LOCK_SH)
-        if fd is None:
-            raise _refuse(run_dir, command, _read_path(main))
-        _held[str(main.resolve())] = fd
-    cut = main.with_name(f"{main.name}.of-{n}")
-    if str(cut.resolve()) not in _held:
-        fd = _lock(cut, fcntl.LOCK_SH)
-        if fd is None:  # cannot happen for shared locks, kept for clarity
-            raise _refuse(run_dir, command, {})
-        _held[str(cut.resolve())] = fd
-    for other in main.parent.glob(f"{main.name}.of-*"):
-        if other == cut:
-            continue
-        probe = _lock(other, fcntl.LOCK_EX)
-        if probe is None:
-            raise _refuse(run_dir, command, holder(run_dir) or {},
-                          f" with shards of {other.name.rsplit('-', 1)[1]} (all shards of "
-                          f"one run directory must be cut the same way, K/{n} here)")
-        os.close(probe)
-    fd = _lock(_path(run_dir, shard), fcntl.LOCK_EX)
-    if fd is None:
-        raise _refuse(run_dir, command, _read_path(_path(run_dir, shard)))
-    _note(fd, command)
-    _held[key] = fd
+    if shard:
+        n = shard.split("/")[1]
+        if not _hold(main, fcntl.LOCK_SH | fcntl.LOCK_NB):
+            raise _refuse(run_dir, command, _read(main))
+        cut = main.with_name(f"{main.name}.of-{n}")
+        _hold(cut, fcntl.LOCK_SH)  # waits only for another shard's momentary probe below
+        for other in main.parent.glob(f"{main.name}.of-*"):
+            if other == cut:
+                continue
+            probe = _lock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if probe is None:
+                raise _refuse(run_dir, command, holder(run_dir) or {},
+                              f" with shards of {other.name.rsplit('-', 1)[1]} (all shards "
+                              f"of one run directory must be cut the same way, K/{n} here)")
+            os.close(probe)
+    if not _hold(own, fcntl.LOCK_EX | fcntl.LOCK_NB):
+        raise _refuse(run_dir, command, (holder(run_dir) if not shard else _read(own)) or {})
+    _note(_held[str(own.resolve())], command)
 
 
 def _note(fd: int, command: str) -> None:
@@ -104,7 +100,8 @@ def _note(fd: int, command: str) -> None:
     os.fsync(fd)
 
 
-def _read_path(path: Path) -> dict:
+def _read(path: Path) -> dict:
+    """What a lock file says of its holder ({} when empty or unreadable)."""
     try:
         return json.loads(path.read_text() or "{}")
     except (OSError, ValueError):
@@ -115,14 +112,6 @@ def release(run_dir: Path) -> None:
     fd = _held.pop(str(_path(run_dir).resolve()), None)
     if fd is not None:
         os.close(fd)
-
-
-def _read(fd: int) -> dict:
-    try:
-        os.lseek(fd, 0, os.SEEK_SET)
-        return json.loads(os.read(fd, 4096) or b"{}")
-    except (OSError, ValueError):
-        return {}
 
 
 def holder(run_dir: Path) -> dict | None:
@@ -148,7 +137,7 @@ def _holder(path: Path) -> dict | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _read(fd) or {"owner": None}
+            return _read(path) or {"owner": None}
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

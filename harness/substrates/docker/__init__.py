@@ -134,7 +134,7 @@ class DockerSubstrate(Substrate):
         """Refuse an engine without the isolation the threat model relies on (README,
         "Threat model"), unless `substrates.docker.allow_unhardened` says otherwise."""
         missing = [] if self.config.allow_unhardened else engine.hardening_gaps(
-            engine.status(self.host))
+            engine.status_of(self.client.info(), self.host))
         if missing:
             raise PreflightError(
                 f"the Docker engine at {self.host} runs without {', '.join(missing)}: an agent "

@@ -287,8 +287,11 @@ def hardening_gaps(st: dict) -> list[str]:
 def status(host: str | None = None) -> dict:
     """What doctor reports: reachable, version, userns and cgroupns in effect."""
     host = host or docker_host()
-    c = client(timeout=10, host=host)
-    info = c.info()
+    return status_of(client(timeout=10, host=host).info(), host)
+
+
+def status_of(info: dict, host: str) -> dict:
+    """`status` from an engine's `info()` already at hand."""
     opts = " ".join(info.get("SecurityOptions") or [])
     return {"host": host, "version": info.get("ServerVersion", "?"),
             "userns": "userns" in opts, "cgroupns": "cgroupns" in opts,
