@@ -28,8 +28,10 @@ def endpoint(tmp_path_factory):
             state["power"] = "on"
         return state["power"]
 
-    cfg = bmc.write_config(tmp_path_factory.mktemp("trial"), "node1", "hx-t-node1",
-                           "127.0.0.1")
+    with pytest.MonkeyPatch.context() as mp:  # its credentials go to a throwaway home
+        mp.setenv("HARNESS_HOME", str(tmp_path_factory.mktemp("home")))
+        cfg = bmc.write_config(tmp_path_factory.mktemp("trial"), "node1", "hx-t-node1",
+                               "127.0.0.1")
     cfg["port"] = bmc.free_udp_port("127.0.0.1")
     bmc.bmc_class(power)({cfg["user"]: cfg["password"]}, port=cfg["port"],
                          address="127.0.0.1")
