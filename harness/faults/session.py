@@ -102,12 +102,27 @@ class FaultSession:
                 self.ledger.append("inject_failed", id=rec.id, error=str(exc))
                 self.event("fault.failed", id=rec.id, fault=fault, step="inject",
                            error=str(exc)[:1000])
+                await self._roll_back(driver, rec)
                 raise
             rec.status = "active"
             self.ledger.append("injected", id=rec.id, detail=rec.detail)
             self.event("fault.injected", id=rec.id, fault=fault, hosts=hosts, detail=rec.detail,
                        states=rec.states)
         return rec
+
+    async def _roll_back(self, driver, rec: FaultRecord) -> None:
+        """Undo what a failed injection did before it failed (its heal script is on the
+        node from the first step on); a rollback that fails too is left to heal_all."""
+        try:
+            changed = await driver.heal(self.env, rec)
+        except Exception as exc:  # the original failure is what the caller must see
+            self.event("fault.failed", id=rec.id, fault=rec.fault, step="rollback",
+                       error=str(exc)[:1000])
+            return
+        rec.status = "healed"
+        self.ledger.append("healed", id=rec.id, changed=changed, rolled_back=True)
+        self.event("fault.healed", id=rec.id, fault=rec.fault, changed=changed,
+                   states=rec.states, rolled_back=True)
 
     def get(self, fault_id: str) -> FaultRecord:
         records = self.ledger.records()

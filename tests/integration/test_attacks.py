@@ -150,9 +150,10 @@ def test_leftover_forgers_are_stopped_and_recorded(seed_task, tmp_path):
         "nohup bash /root/forge.sh >/dev/null 2>&1 &",
         "systemd-run --unit=hx-looks-like-ours bash /root/forge.sh",
         "systemd-run --unit=forger bash /root/forge.sh",
-        # under load the forgers may take seconds to start: wait for their first write
-        "for i in $(seq 300); do [ -s /logs/verifier/reward.txt ] && break; sleep 0.1; done; "
-        "cat /logs/verifier/reward.txt",
+        # under load the forgers may take seconds to start: wait for their first write; read
+        # once per try (three writers truncate and rewrite the file all the time)
+        "for i in $(seq 300); do v=$(cat /logs/verifier/reward.txt 2>/dev/null); "
+        "[ \"$v\" = 1.0 ] && break; sleep 0.1; done; echo \"$v\"",
     ])
     rec, = run(trial)
     assert rec.status == "failed" and rec.reward == 0.0, (rec.status, rec.error)

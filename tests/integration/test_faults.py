@@ -331,3 +331,24 @@ def test_a_new_fault_is_one_folder(kept):
         assert gone.returncode == 1
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_failed_injection_is_rolled_back(kept):
+    """An inject script that fails after its first change leaves nothing behind: the
+    session runs the fault's heal right away and the ledger says so."""
+    half = {k: v.replace("hx_throwaway", "hx_half_done") for k, v in THROWAWAY.items()}
+    half["templates/inject.sh.j2"] = half["templates/inject.sh.j2"].replace(
+        """echo "$HX_ID" > "$F"\n""", """echo "$HX_ID" > "$F"\n        false\n""")
+    folder = write_task(REPO / "roles" / "fi_l4_hx_half_done", half)
+    try:
+        res = cli("fault", "inject", str(kept), "hx_half_done", "-t", "node1")
+        assert res.returncode == 3 and ": false failed" in res.stderr, res.stderr
+        gone = subprocess.run(["docker", "exec", f"hx-{kept.name}-node1", "test", "-e",
+                               "/tmp/hx-throwaway"])
+        assert gone.returncode == 1, "the half-done injection was not rolled back"
+        entries = [json.loads(x) for x in
+                   (kept / "faults" / "ledger.jsonl").read_text().splitlines()]
+        assert entries[-1]["op"] == "healed" and entries[-1]["rolled_back"] is True
+        assert "node1: fault" not in cli("fault", "status", str(kept)).stdout
+    finally:
+        shutil.rmtree(folder)

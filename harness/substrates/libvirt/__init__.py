@@ -298,6 +298,7 @@ class LibvirtSubstrate(Substrate):
 
     async def power(self, node: Node, action: str) -> str:
         """Through the node's virtual BMC (real IPMI) when it has one, else libvirt."""
+        ssh.close_master(node.host, Path(node.extra["ssh_key"]))
         if node.extra.get("bmc"):
             try:
                 return await asyncio.wait_for(
@@ -316,6 +317,7 @@ class LibvirtSubstrate(Substrate):
         it is reset; then it has `boot_timeout` seconds to answer with a new boot id.
         """
         before = await self._boot_id(node)
+        ssh.close_master(node.host, Path(node.extra["ssh_key"]))
         await asyncio.to_thread(host.reboot, self.uri, node.extra["domain"])
         if not await self._wait_boot_id(node, lambda b: b != before, 60):
             await self.power(node, "reset")
@@ -357,6 +359,8 @@ class LibvirtSubstrate(Substrate):
 
     def sweep(self, campaign: str | None = None, trial: str | None = None,
               force: bool = False) -> list[str]:
+        if trial:
+            ssh.close_masters(trial)
         return (host.leftovers(self.uri, campaign, trial, remove=True, force=force)
                 + bmc.leftovers(campaign, trial, remove=True, force=force))
 

@@ -4,17 +4,30 @@ The key pair lives in the trial directory (`<trial>/ssh/id_ed25519`); its public
 baked into each node's seed disk. Host keys are fresh per boot, so host key checking is
 off and nothing is written to known_hosts. A command runs under `timeout` on the node as
 well, so killing the local ssh at the deadline also ends the remote process.
+
+Commands share one SSH connection per node (a multiplexing master, `ssh -M -N -f`, started
+on first use with its stdio closed, so no caller waits on its pipes): a new session on it
+costs a channel instead of a key exchange and login on a slow guest. Its socket lives in a
+private directory (`$TMPDIR/hx-ssh-<uid>/`), named by a hash of the trial and the node's
+address; the master goes after `MASTER_IDLE_SEC` without sessions, within seconds of its
+node going away (keepalives), and at once on the node's power actions and the trial's
+sweep. Without a master (it could not start, or too many sessions are open on it) a command
+connects on its own, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import os
 import shlex
 import signal
+import socket
 import subprocess
+import tempfile
 import time
+import weakref
 from pathlib import Path
 
 from harness.errors import SubstrateError
@@ -27,6 +40,11 @@ SSH_OPTIONS = (
 )
 ANSIBLE_SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 SSH_FAILED = 255
+MASTER_IDLE_SEC = 120
+# below sshd's MaxSessions (10) per connection: more concurrent commands connect on their own
+MASTER_SESSIONS = 8
+# per event loop (asyncio primitives belong to one): socket path -> (start lock, slots)
+_masters: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def key_path(trial_root: Path) -> Path:
@@ -46,9 +64,106 @@ def ensure_key(trial_root: Path, comment: str) -> str:
     return key.with_suffix(".pub").read_text().strip()
 
 
-def ssh_argv(host: str, key: Path, user: str = "root", connect_timeout: int = 10) -> list[str]:
+def ssh_argv(host: str, key: Path, user: str = "root", connect_timeout: int = 10,
+             control: Path | None = None) -> list[str]:
+    """ssh to `host`; through the master at `control` when given (and listening)."""
+    mux = ["-o", "ControlMaster=no", "-o", f"ControlPath={control}"] if control else []
     return ["ssh", "-i", str(key), "-o", f"ConnectTimeout={connect_timeout}", *SSH_OPTIONS,
-            f"{user}@{host}"]
+            *mux, f"{user}@{host}"]
+
+
+def _control_dir() -> Path:
+    path = Path(tempfile.gettempdir()) / f"hx-ssh-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    if path.stat().st_uid != os.getuid() or path.stat().st_mode & 0o077:
+        raise SubstrateError("vm", f"{path} must be a private directory of uid {os.getuid()}")
+    return path
+
+
+def _trial_tag(trial_id: str) -> str:
+    return hashlib.sha256(trial_id.encode()).hexdigest()[:12]
+
+
+def control_path(host: str, key: Path) -> Path:
+    """The master's socket for `host`; the key lives in `<trial dir>/ssh/`, and a trial's
+    directory is named by its id."""
+    return _control_dir() / f"{_trial_tag(key.resolve().parent.parent.name)}-{host}"
+
+
+def _listening(path: Path) -> bool:
+    """Whether a master answers on `path`; a stale socket (its master was killed) is removed."""
+    if not path.exists():
+        return False
+    with socket.socket(socket.AF_UNIX) as sock:
+        try:
+            sock.connect(str(path))
+            return True
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return False
+
+
+async def _ensure_master(host: str, key: Path) -> tuple[Path | None, asyncio.Semaphore | None]:
+    """The listening master for `host` (started if needed) and its session slots, or
+    (None, None) when there is none."""
+    try:
+        path = control_path(host, key)
+    except (OSError, SubstrateError):
+        return None, None
+    per_loop = _masters.setdefault(asyncio.get_running_loop(), {})
+    lock, slots = per_loop.setdefault(str(path), (asyncio.Lock(),
+                                                  asyncio.Semaphore(MASTER_SESSIONS)))
+    async with lock:
+        if not _listening(path):
+            # ssh takes an option's first value: the master's keepalives come first
+            argv = ["ssh", "-M", "-N", "-f", "-i", str(key), "-o", "ServerAliveInterval=5",
+                    "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=10", *SSH_OPTIONS,
+                    "-o", f"ControlPath={path}", "-o", f"ControlPersist={MASTER_IDLE_SEC}",
+                    f"root@{host}"]
+            # -f: the foreground process exits once logged in; the master keeps no pipe of ours
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                await asyncio.wait_for(proc.wait(), 20)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+            if not _listening(path):
+                return None, None
+    return path, slots
+
+
+def close_masters(trial_id: str, host: str | None = None) -> None:
+    """Stop the trial's masters (of one node's address, or all of them): they take no new
+    sessions and end when the running ones have (`-O stop`, so a command in flight in
+    another process is not cut)."""
+    with contextlib.suppress(OSError, SubstrateError, subprocess.TimeoutExpired):
+        for path in _control_dir().glob(f"{_trial_tag(trial_id)}-{host or '*'}"):
+            subprocess.run(["ssh", "-o", f"ControlPath={path}", "-O", "stop", "hx-master"],
+                           capture_output=True, timeout=10)
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def close_master(host: str, key: Path) -> None:
+    """Stop the master of one node (before its power actions: a node that goes down
+    uncleanly would hold new sessions on a dead connection until the keepalives end it)."""
+    with contextlib.suppress(OSError):
+        close_masters(key.resolve().parent.parent.name, host)
+
+
+@contextlib.asynccontextmanager
+async def _session(host: str, key: Path, connect_timeout: int = 10):
+    """The ssh argv for one command: on the node's master when a session slot is free."""
+    path, slots = await _ensure_master(host, key)
+    if path is None or slots.locked():
+        yield ssh_argv(host, key, connect_timeout=connect_timeout)
+        return
+    async with slots:
+        yield ssh_argv(host, key, connect_timeout=connect_timeout, control=path)
 
 
 def remote_command(cmd: str, timeout: float, env: dict[str, str] | None = None,
@@ -111,8 +226,9 @@ async def run(argv: list[str], timeout: float, stdin: bytes | None = None) -> Ex
 async def exec_on(host: str, key: Path, cmd: str, timeout: float,
                   env: dict[str, str] | None = None, stdin: bytes | None = None,
                   toolbox: str | None = None) -> ExecResult:
-    argv = [*ssh_argv(host, key), remote_command(cmd, timeout, env, toolbox)]
-    result = await run(argv, timeout + 15, stdin=stdin)
+    async with _session(host, key) as base:
+        result = await run([*base, remote_command(cmd, timeout, env, toolbox)], timeout + 15,
+                           stdin=stdin)
     if result.exit_code == 124 and result.seconds >= timeout:
         return ExecResult(124, result.stdout, result.stderr, result.seconds, timed_out=True)
     return result
@@ -130,7 +246,8 @@ async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) 
     if tar.returncode != 0:
         raise SubstrateError("vm", f"tar {src} failed", err.decode(errors="replace"))
     remote = f"mkdir -p {shlex.quote(dest)} && tar -C {shlex.quote(dest)} -xf -"
-    result = await run([*ssh_argv(host, key), remote], timeout, stdin=data)
+    async with _session(host, key) as base:
+        result = await run([*base, remote], timeout, stdin=data)
     if not result.ok:
         raise SubstrateError("vm", f"copy {src} to {host}:{dest} failed (exit "
                              f"{result.exit_code}{', timed out' if result.timed_out else ''})",
@@ -139,8 +256,14 @@ async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) 
 
 async def probe(host: str, key: Path, cmd: str = "true", limit: float = 8.0) -> ExecResult:
     """One quick attempt, bounded as a whole: a node going down or booting must not stall
-    the caller on TCP or keepalive timeouts."""
-    return await run([*ssh_argv(host, key, connect_timeout=3), cmd], limit)
+    the caller on TCP or keepalive timeouts. It uses the node's master if one listens, and
+    starts none (a booting node would hold up the start)."""
+    try:
+        path = control_path(host, key)
+    except (OSError, SubstrateError):
+        path = None
+    control = path if path is not None and _listening(path) else None
+    return await run([*ssh_argv(host, key, connect_timeout=3, control=control), cmd], limit)
 
 
 async def port_open(host: str, port: int = 22, timeout: float = 1.0) -> bool:
