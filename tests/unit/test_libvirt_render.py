@@ -270,3 +270,28 @@ def _check_sweep(host, tmp_path):
     assert "network hx-dead" in removed and not (tmp_path / "hx-dead-n1.qcow2").exists()
     with pytest.raises(SubstrateError):
         host.leftovers("qemu:///system", trial="")
+
+
+def test_module_boots_with_the_images_module_blacklist():
+    """The Terraform module and the raw baseline boot guests with one list of drivers left
+    out (MODULE_BLACKLIST): a change to one must reach the other."""
+    from harness.substrates.libvirt.image import KERNEL_CMDLINE, MODULE_BLACKLIST
+    main = (MODULE / "main.tf").read_text()
+    assert f'module_blacklist = "{MODULE_BLACKLIST}"' in main
+    assert f"module_blacklist={MODULE_BLACKLIST}" in KERNEL_CMDLINE.split()
+
+
+def test_control_paths_are_private_short_and_per_trial(tmp_path, monkeypatch):
+    """The SSH master sockets: a private directory, one socket per trial and node address,
+    short enough for a Unix socket whatever the trial directory's length."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    deep = tmp_path / ("d" * 150) / "trials" / "t-0001" / "ssh" / "id_ed25519"
+    other = tmp_path / "x" / "trials" / "t-0002" / "ssh" / "id_ed25519"
+    path = ssh.control_path("10.128.3.10", deep)
+    assert len(str(path)) < 108 and path.parent.stat().st_mode & 0o777 == 0o700
+    assert path != ssh.control_path("10.128.3.11", deep) != ssh.control_path("10.128.3.10",
+                                                                              other)
+    assert path.name.startswith(ssh._trial_tag("t-0001"))
+    argv = ssh.ssh_argv("10.128.3.10", deep, control=path)
+    assert argv[argv.index(f"ControlPath={path}") - 2:argv.index(f"ControlPath={path}")] \
+        == ["ControlMaster=no", "-o"]

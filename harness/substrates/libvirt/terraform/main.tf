@@ -20,7 +20,11 @@ locals {
   }
   hosts_file   = join("", concat(["127.0.0.1\tlocalhost\n"], [for name, n in local.nodes : "${n.ip}\t${name}\n"]))
   cluster_info = join("", [for name, n in local.nodes : "${name}=${n.ip}\n${name}_cluster_ip=${n.ip}\n"])
-  cmdline_args = merge({ root = "/dev/vda", console = "ttyS0", panic = "10", _ = "rw" }, var.kernel_cmdline)
+  # module_blacklist: the same list as harness/substrates/libvirt/image.py MODULE_BLACKLIST
+  cmdline_args = merge({
+    root             = "/dev/vda", console = "ttyS0", panic = "10", _ = "rw",
+    module_blacklist = "kvm,kvm_amd,kvm_intel,ccp,cfg80211,rfkill,drm,floppy,usbcore,usb_common,uhci_hcd,ehci_hcd,pcspkr,psmouse,serio_raw,i2c_piix4,efi_pstore,virtio_balloon",
+  }, var.kernel_cmdline)
   # the shape the provider reads back: one map of key=value, then one of keyless words
   cmdline = concat(
     [{ for k, v in local.cmdline_args : k => v if k != "_" }],

@@ -79,7 +79,7 @@ variable "initrd" {
 }
 
 variable "kernel_cmdline" {
-  description = "Extra kernel arguments (key = value; key \"_\" holds space-separated keyless words), merged over root=/dev/vda console=ttyS0 panic=10 and the keyless rw (no fsck: overlays are fresh per trial)."
+  description = "Extra kernel arguments (key = value; key \"_\" holds space-separated keyless words), merged over root=/dev/vda console=ttyS0 panic=10 module_blacklist=(unused drivers) and the keyless rw (no fsck: overlays are fresh per trial)."
   type        = map(string)
   default     = {}
 }
