@@ -47,6 +47,9 @@ if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
 else
   echo "up to date"
 fi
+# bytecode for the project's own modules: every harness process (and each forked Ansible
+# run) would compile them again where PYTHONDONTWRITEBYTECODE is set
+.venv/bin/python -m compileall -q -j 0 harness ansible_plugins >/dev/null
 
 step "harness Docker engine and trial firewall"
 # trial containers run on the harness's own dockerd (user namespaces, private cgroup
