@@ -13,19 +13,35 @@ export DOCKER_HOST=${HARNESS_DOCKER_HOST:-unix:///run/harness/docker.sock}
 echo "==> ruff"
 ruff check .
 
-echo "==> ansible-lint"
-ansible-lint --offline -q roles playbooks
-
-echo "==> terraform fmt + validate"
-terraform fmt -check -recursive harness/substrates
-for m in harness/substrates/*/terraform/; do
-  # .terraform and the lock file are local artifacts (gitignored): a rebuilt provider in the
-  # mirror must not fail on checksums recorded before, so start from scratch
-  rm -rf "$m/.terraform" "$m/.terraform.lock.hcl"
-  (cd "$m" && terraform init -backend=false -input=false -no-color >/dev/null && terraform validate -no-color >/dev/null) \
-    || { echo "terraform validate failed in $m" >&2; exit 1; }
-  echo "valid: $m"
-done
+# ansible-lint and terraform validate take a minute or two of one core: they run beside
+# pytest (their output is printed after it) and fail the run just the same
+lint_log=$(mktemp)
+(
+  set -e
+  echo "==> ansible-lint"
+  ansible-lint --offline -q roles playbooks
+  echo "==> terraform fmt + validate"
+  terraform fmt -check -recursive harness/substrates
+  for m in harness/substrates/*/terraform/; do
+    # .terraform and the lock file are local artifacts (gitignored): a rebuilt provider in the
+    # mirror must not fail on checksums recorded before, so start from scratch
+    rm -rf "$m/.terraform" "$m/.terraform.lock.hcl"
+    (cd "$m" && terraform init -backend=false -input=false -no-color >/dev/null && terraform validate -no-color >/dev/null) \
+      || { echo "terraform validate failed in $m" >&2; exit 1; }
+    echo "valid: $m"
+  done
+) >"$lint_log" 2>&1 &
+lint_pid=$!
+trap 'kill "$lint_pid" 2>/dev/null || true; rm -f "$lint_log"' EXIT
 
 echo "==> pytest"
-python -m pytest --durations=40 "$@"
+rc=0
+python -m pytest --durations=40 "$@" || rc=$?
+lint_rc=0
+wait "$lint_pid" || lint_rc=$?
+cat "$lint_log"
+if [[ $lint_rc -ne 0 ]]; then
+  echo "linters failed (exit $lint_rc): see above" >&2
+  [[ $rc -ne 0 ]] || rc=$lint_rc
+fi
+exit "$rc"
