@@ -89,6 +89,13 @@ PLAYBOOK_SERVER_PROCESS = PlaybookServer()
 atexit.register(PLAYBOOK_SERVER_PROCESS.stop)
 
 
+def warm_playbook_server() -> None:
+    """Start the playbook server in the background now (it imports Ansible), so the first
+    playbook run of a short-lived process (`harness run`) need not wait for it."""
+    threading.Thread(target=PLAYBOOK_SERVER_PROCESS.socket, name="hx-ansible-warm",
+                     daemon=True).start()
+
+
 def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:
     tmp = paths.inventory.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(inventory, sort_keys=True))

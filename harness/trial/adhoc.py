@@ -15,6 +15,7 @@ from harness.placement import Demand, HostPools, default_hosts
 from harness.results import TrialRecord
 from harness.substrates import for_env_type, get_substrate
 from harness.task import load_task
+from harness.tools.ansible import warm_playbook_server
 from harness.tools.terraform import required_providers, warm_shared_providers
 from harness.trial.trial import Trial, make_trial_id, run_async
 
@@ -36,8 +37,9 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     HostPools(default_hosts()).check([Demand(trial_id, task.name, agent, sub_name,
                                              task.total_cpus, task.total_memory_mb)])
     sub = get_substrate(sub_name)
-    # starts while checks run
+    # start while checks run
     warm_shared_providers(required_providers(sub.providers), sub.provider_config())
+    warm_playbook_server()
     the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
     why = the_agent.check_task(task)
     if why:

@@ -81,7 +81,7 @@ class DockerSubstrate(Substrate):
 
     def reachable(self) -> str | None:
         try:
-            engine.client(timeout=10, host=self.host).close()
+            engine.client(timeout=10, host=self.host, fresh=True).close()
         except PreflightError as exc:
             return exc.message
         return None

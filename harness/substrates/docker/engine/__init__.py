@@ -27,6 +27,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import PreflightError
 from harness.substrates.docker.settings import docker_settings
@@ -95,15 +96,23 @@ def docker_host(configured: str | None = None) -> str:
     return configured or DEFAULT_HOST
 
 
-def client(timeout: int = 120, host: str | None = None):
-    """A Docker SDK client of the engine at `host` (default: `docker_host()`), pinged;
-    PreflightError with the fix."""
+_CLIENTS: dict[tuple[str, int], Any] = {}
+
+
+def client(timeout: int = 120, host: str | None = None, fresh: bool = False):
+    """A Docker SDK client of the engine at `host` (default: `docker_host()`), pinged when
+    made; PreflightError with the fix. One per (host, timeout) and process (each costs a
+    version request and a ping), unless `fresh` (the caller closes it)."""
     import docker
 
     host = host or docker_host()
+    if not fresh and (host, timeout) in _CLIENTS:
+        return _CLIENTS[(host, timeout)]
     try:
         c = docker.DockerClient(base_url=host, timeout=timeout)
         c.ping()
+        if not fresh:
+            _CLIENTS[(host, timeout)] = c
         return c
     except Exception as exc:  # DockerException, socket errors, permission denied
         hint = (SETUP_HINT if host == DEFAULT_HOST else
