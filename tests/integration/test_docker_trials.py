@@ -203,10 +203,12 @@ def test_gc_after_kill_9_finds_and_removes_leftovers(tmp_path):
     assert labeled(trial_id) == []
 
 
-def test_task_setup_and_bootstrap_roles_playbooks_and_script_all_run(seed_task, tmp_path):
+@pytest.mark.parametrize("pad", [0, 70_000], ids=["inline-script", "copied-script"])
+def test_task_setup_and_bootstrap_roles_playbooks_and_script_all_run(seed_task, tmp_path, pad):
     """A task with everything playbooks/trial.yml can run for it (setup roles, setup.yml,
     bootstrap.sh, bootstrap roles, bootstrap.yml) gets each once, after the node finished
-    booting; a task with none of them (hello-docker, above) skips them without a task run."""
+    booting; a task with none of them (hello-docker, above) skips them without a task run.
+    bootstrap.sh travels in the command itself, or, past 64 KiB, is copied first."""
     task_dir = seed_task("hello-docker")
     env = task_dir / "environment"
     for name, stage in (("hx_setup_mark", "setup-role"), ("hx_bootstrap_mark", "bootstrap-role")):
@@ -220,7 +222,9 @@ def test_task_setup_and_bootstrap_roles_playbooks_and_script_all_run(seed_task, 
             f"- name: Task {stage} playbook\n  hosts: all\n  gather_facts: false\n  tasks:\n"
             f"    - name: Mark\n      ansible.builtin.shell: mkdir -p /srv/marks && "
             f"echo ok >> /srv/marks/{stage}-playbook\n      changed_when: true\n")
-    (env / "bootstrap.sh").write_text("mkdir -p /srv/marks && echo ok >> /srv/marks/script\n")
+    (env / "bootstrap.sh").write_text(
+        "#" * pad + '\nmkdir -p /srv/marks && echo "ok $HARNESS_NODE $HARNESS_TRIAL" '
+        ">> /srv/marks/script\n")
     toml = task_dir / "task.toml"
     toml.write_text(toml.read_text() + '\n[environment.ansible]\nsetup = ["hx_setup_mark"]\n'
                     'bootstrap = ["hx_bootstrap_mark"]\n')
@@ -229,6 +233,7 @@ def test_task_setup_and_bootstrap_roles_playbooks_and_script_all_run(seed_task, 
         "for f in setup-role setup-playbook script bootstrap-role bootstrap-playbook; do\n"
         "  [ \"$(wc -l < $f)\" = 1 ] && n=$((n + 1))\ndone\n"
         "grep -qxE 'running|degraded' setup-role && n=$((n + 1))\n"
+        "grep -qE '^ok node[0-9] .+-oracle-' script || n=0\n"
         "echo \"{\\\"reward\\\": $(python3 -c \"print($n / 6)\")}\""
         " > /logs/verifier/reward.json\n")
     (rec,) = asyncio.run(run_all([make_trial(task_dir, "oracle", tmp_path)]))
