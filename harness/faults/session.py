@@ -119,10 +119,14 @@ class FaultSession:
             self.event("fault.failed", id=rec.id, fault=rec.fault, step="rollback",
                        error=str(exc)[:1000])
             return
+        self._healed(rec, changed, rolled_back=True)
+
+    def _healed(self, rec: FaultRecord, changed: dict[str, bool], **extra: Any) -> None:
+        """Record a heal that ran (ledger and event)."""
         rec.status = "healed"
-        self.ledger.append("healed", id=rec.id, changed=changed, rolled_back=True)
+        self.ledger.append("healed", id=rec.id, changed=changed, **extra)
         self.event("fault.healed", id=rec.id, fault=rec.fault, changed=changed,
-                   states=rec.states, rolled_back=True)
+                   states=rec.states, **extra)
 
     def get(self, fault_id: str) -> FaultRecord:
         records = self.ledger.records()
@@ -144,10 +148,7 @@ class FaultSession:
                 self.event("fault.failed", id=rec.id, fault=rec.fault, step="heal",
                            error=str(exc)[:1000])
                 raise
-            rec.status = "healed"
-            self.ledger.append("healed", id=rec.id, changed=changed)
-            self.event("fault.healed", id=rec.id, fault=rec.fault, changed=changed,
-                       states=rec.states)
+            self._healed(rec, changed)
         return changed
 
     async def verify(self, fault_id: str | FaultRecord) -> dict[str, tuple[str, str]]:

@@ -84,10 +84,22 @@ def _trial_tag(trial_id: str) -> str:
     return hashlib.sha256(trial_id.encode()).hexdigest()[:12]
 
 
-def control_path(host: str, key: Path) -> Path:
-    """The master's socket for `host`; the key lives in `<trial dir>/ssh/`, and a trial's
+def _trial_of(key: Path) -> str:
+    """The trial id of a per-trial key: it lives in `<trial dir>/ssh/`, and a trial's
     directory is named by its id."""
-    return _control_dir() / f"{_trial_tag(key.resolve().parent.parent.name)}-{host}"
+    return key.resolve().parent.parent.name
+
+
+def control_path(host: str, key: Path) -> Path:
+    """The master's socket for `host`."""
+    return _control_dir() / f"{_trial_tag(_trial_of(key))}-{host}"
+
+
+def _control_path_or_none(host: str, key: Path) -> Path | None:
+    try:
+        return control_path(host, key)
+    except (OSError, SubstrateError):  # no private directory: commands log in on their own
+        return None
 
 
 def _listening(path: Path) -> bool:
@@ -107,9 +119,8 @@ def _listening(path: Path) -> bool:
 async def _ensure_master(host: str, key: Path) -> tuple[Path | None, asyncio.Semaphore | None]:
     """The listening master for `host` (started if needed) and its session slots, or
     (None, None) when there is none."""
-    try:
-        path = control_path(host, key)
-    except (OSError, SubstrateError):
+    path = _control_path_or_none(host, key)
+    if path is None:
         return None, None
     per_loop = _masters.setdefault(asyncio.get_running_loop(), {})
     lock, slots = per_loop.setdefault(str(path), (asyncio.Lock(),
@@ -152,7 +163,7 @@ def close_master(host: str, key: Path) -> None:
     """Stop the master of one node (before its power actions: a node that goes down
     uncleanly would hold new sessions on a dead connection until the keepalives end it)."""
     with contextlib.suppress(OSError):
-        close_masters(key.resolve().parent.parent.name, host)
+        close_masters(_trial_of(key), host)
 
 
 @contextlib.asynccontextmanager
@@ -258,10 +269,7 @@ async def probe(host: str, key: Path, cmd: str = "true", limit: float = 8.0) -> 
     """One quick attempt, bounded as a whole: a node going down or booting must not stall
     the caller on TCP or keepalive timeouts. It uses the node's master if one listens, and
     starts none (a booting node would hold up the start)."""
-    try:
-        path = control_path(host, key)
-    except (OSError, SubstrateError):
-        path = None
+    path = _control_path_or_none(host, key)
     control = path if path is not None and _listening(path) else None
     return await run([*ssh_argv(host, key, connect_timeout=3, control=control), cmd], limit)
 
