@@ -13,6 +13,7 @@ per run), or runs the CLI itself when there is none (HARNESS_ANSIBLE_FORK_SERVER
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shlex
 import shutil
@@ -92,8 +93,13 @@ atexit.register(PLAYBOOK_SERVER_PROCESS.stop)
 def warm_playbook_server() -> None:
     """Start the playbook server in the background now (it imports Ansible), so the first
     playbook run of a short-lived process (`harness run`) need not wait for it."""
-    threading.Thread(target=PLAYBOOK_SERVER_PROCESS.socket, name="hx-ansible-warm",
-                     daemon=True).start()
+    def warm() -> None:
+        # best effort: a process that exits early (bad input) must not print this thread's
+        # death; the first real playbook run starts the server again and reports errors
+        with contextlib.suppress(BaseException):
+            PLAYBOOK_SERVER_PROCESS.socket()
+
+    threading.Thread(target=warm, name="hx-ansible-warm", daemon=True).start()
 
 
 def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:

@@ -183,6 +183,52 @@ async def _exercise(sub, node: Node, spec: TrialSpec, started: float) -> None:
     assert after.strip() and after != before
 
 
+IDENTITY = ("cat /etc/machine-id; ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub; "
+            "ip -4 -o addr show scope global | awk '{print $4}'; hostname; "
+            "systemctl is-system-running --wait; date +%s.%N")
+
+
+async def _identity(sub, node: Node) -> tuple[list[str], float, float]:
+    await sub.wait_ready([node], SSH_TIMEOUT)
+    before = time.time()
+    out = await sub.exec(node, IDENTITY, timeout=60)
+    assert out.ok, out.stderr
+    return out.stdout.split("\n"), before, time.time()
+
+
+def _start_record(spec: TrialSpec, node: str = "node1") -> dict:
+    return json.loads((spec.root / "vm" / f"start-{node}.json").read_text())
+
+
+def test_two_trials_from_one_snapshot_are_distinct(substrate, tmp_path):
+    """Both nodes are restored from the same template, yet each has its own machine-id,
+    host key, address and hostname; the clock is the host's; systemd is running."""
+    with applied(substrate, FakeTask(), tmp_path / "a") as (spec_a, nodes_a, _):
+        with applied(substrate, FakeTask(nodes=[FakeNode("other")]), tmp_path / "b") as (
+                spec_b, nodes_b, _):
+            rec_a, rec_b = _start_record(spec_a), _start_record(spec_b, "other")
+            assert rec_a["mode"] == rec_b["mode"] == "snapshot", (rec_a, rec_b)
+            assert rec_a["template"] == rec_b["template"]
+            a, a0, a1 = asyncio.run(_identity(substrate, nodes_a[0]))
+            b, b0, b1 = asyncio.run(_identity(substrate, nodes_b[0]))
+    for lines, node, t0, t1, name in ((a, nodes_a[0], a0, a1, "node1"),
+                                      (b, nodes_b[0], b0, b1, "other")):
+        machine_id, key, address, hostname, state, clock = lines[:6]
+        assert len(machine_id) == 32 and address.split("/")[0] == node.host
+        assert hostname == name and state == "running", lines
+        assert t0 - 1 <= float(clock) <= t1 + 1, (t0, clock, t1)
+    assert a[0] != b[0] and a[1] != b[1] and a[2] != b[2]
+
+
+def test_cold_start_stays_available(substrate, tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_VM_START", "cold")
+    with applied(substrate, FakeTask(), tmp_path) as (spec, nodes, _):
+        lines, _, _ = asyncio.run(_identity(substrate, nodes[0]))
+        record = _start_record(spec)
+    assert record["mode"] == "cold" and "HARNESS_VM_START" in record["reason"]
+    assert lines[3] == "node1" and lines[4] == "running"
+
+
 def test_raw_qemu_baseline_boot_to_ssh(substrate, tmp_path):
     """The same kernel, initrd, overlay and seed disk, booted by qemu-system-x86_64 alone."""
     from harness.substrates.libvirt.baseline import raw_boot_to_ssh

@@ -186,7 +186,8 @@ class LibvirtSubstrate(Substrate):
         return [{"name": n.name, **clamp(spec, n.name, getattr(n, "cpus", None) or cpus,
                                          getattr(n, "memory_mb", None) or memory),
                  **({"data_disks_mb": list(n.data_disks)} if getattr(n, "data_disks", None)
-                    else {})}
+                    else {}),
+                 **({"start": n.vm_start} if getattr(n, "vm_start", None) else {})}
                 for n in task_nodes]
 
     def _cidr(self, spec: TrialSpec) -> str:
@@ -219,6 +220,7 @@ class LibvirtSubstrate(Substrate):
             "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
             "nodes": self._task_nodes(spec), "bmc_nodes": bmc_nodes,
             "trial_root": str(root), "python": sys.executable,
+            "start_timeout": max(300, int(self.boot_timeout)),
         }
 
     def secrets(self, spec: TrialSpec) -> list[str]:

@@ -13,7 +13,9 @@
 # One local patch on 0.7.6 (recorded in the mirror as PATCHED.txt): every state wait
 # (network, pool, volume, domain; create and delete) starts after a hard-coded 5 s delay
 # and polls at least every 3 s (libvirt/timeout.go), which adds 5-10 s to every VM trial's
-# apply and destroy; they are set to 100 ms / 200 ms.
+# apply and destroy; they are set to 100 ms / 200 ms. And `running = false` defines a domain
+# without starting it (0.7.6 started it and destroyed it again): snapshot start restores
+# the node into the defined domain instead of booting it.
 set -euo pipefail
 
 HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
@@ -22,7 +24,7 @@ V2_PSEUDO=${LIBVIRT_PROVIDER_V2_PSEUDO:-}
 V2_VERSION=${LIBVIRT_PROVIDER_V2_VERSION:-0.9.99}
 V1_VERSION=${LIBVIRT_PROVIDER_VERSION:-0.7.6}
 
-V1_PATCH_ID="state-wait-100ms-v1"
+V1_PATCH_ID="state-wait-100ms-v1+define-only-v1"
 installed() {
   [[ -x "$MIRROR/$1/linux_amd64/terraform-provider-libvirt_v$1" ]] || return 1
   [[ "$1" != "$V1_VERSION" || "$(cat "$MIRROR/$1/linux_amd64/PATCHED.txt" 2>/dev/null)" == "$V1_PATCH_ID" ]]
@@ -62,6 +64,11 @@ build() {
     grep -cE 'resourceState(Delay|MinTimeout)\s*=\s*[12]00 \* time.Millisecond' \
       "$work/src-$version/libvirt/timeout.go" | grep -qx 2 \
       || { echo "patch did not apply: the provider source changed" >&2; return 1; }
+    perl -0pi -e 's/\n\terr = virConn\.DomainCreate\(domain\)\n\tif err != nil \{\n\t\treturn diag\.Errorf\("error creating libvirt domain: %s", err\)\n\t\}\n/\n\tif d.Get("running").(bool) {\n\t\tif err = virConn.DomainCreate(domain); err != nil {\n\t\t\treturn diag.Errorf("error creating libvirt domain: %s", err)\n\t\t}\n\t}\n/' \
+      "$work/src-$version/libvirt/resource_libvirt_domain.go"
+    grep -q 'if err = virConn.DomainCreate(domain); err != nil' \
+      "$work/src-$version/libvirt/resource_libvirt_domain.go" \
+      || { echo "patch did not apply: the provider source changed (DomainCreate)" >&2; return 1; }
   fi
   if [[ -d "$work/src-$version/internal/codegen" ]]; then
     (cd "$work/src-$version" && nice -n 15 go generate ./...)

@@ -1,9 +1,10 @@
 """The `[[environment.nodes]]` keys the VM substrates add to task.toml (their task-field
-schema; `Substrate.node_fields`): a virtual BMC per node and extra blank data disks."""
+schema; `Substrate.node_fields`): a virtual BMC per node, extra blank data disks, and how
+the node starts (from a booted snapshot of its shape, or a cold boot)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -20,4 +21,7 @@ NODE_FIELDS: dict[str, tuple[Any, Any]] = {
     "data_disks": (Annotated[list[int], AfterValidator(_disk_sizes)],
                    Field(default_factory=list, description="Extra blank disks, sizes in MB; "
                          "the node sees them as /dev/vdc, /dev/vdd, ...")),
+    "vm_start": (Literal["snapshot", "cold"] | None,
+                 Field(default=None, description="snapshot (default: restore a booted "
+                       "template of the node's shape) or cold (a full boot)")),
 }

@@ -16,6 +16,8 @@ locals {
       seed        = "${var.disk_dir}/${local.prefix}-${n.name}-seed.img"
       data        = [for j, mb in n.data_disks_mb : { path = "${var.disk_dir}/${local.prefix}-${n.name}-data${j}.qcow2", mb = mb }]
       console_log = "${var.console_log_dir}/${local.prefix}-${n.name}-console.log"
+      start       = n.start
+      data_mb     = n.data_disks_mb
     }
   }
   hosts_file   = join("", concat(["127.0.0.1\tlocalhost\n"], [for name, n in local.nodes : "${n.ip}\t${name}\n"]))
@@ -98,7 +100,7 @@ resource "libvirt_domain" "this" {
   kernel      = var.kernel
   initrd      = var.initrd
   cmdline     = local.cmdline
-  running     = true
+  running     = false # started by terraform_data.start: from a snapshot, else cold
   autostart   = false
 
   dynamic "cpu" {
@@ -137,6 +139,23 @@ resource "libvirt_domain" "this" {
   }
 }
 
+resource "terraform_data" "start" {
+  for_each = local.nodes
+
+  triggers_replace = [libvirt_domain.this[each.key].id]
+
+  provisioner "local-exec" {
+    command = join(" ", [
+      "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.snapshot start",
+      "--uri '${var.libvirt_uri}' --domain '${each.value.domain}' --overlay '${each.value.overlay}'",
+      "--base '${var.base_image}' --mac '${each.value.mac}' --ip '${each.value.ip}'",
+      "--mode '${each.value.start}' --owner '${var.owner}' --timeout ${var.start_timeout}",
+      "--data-mb '${join(",", [for mb in each.value.data_mb : tostring(mb)])}'",
+      "--record '${var.console_log_dir}/start-${each.key}.json'",
+    ])
+  }
+}
+
 resource "terraform_data" "bmc" {
   for_each = toset(var.bmc_nodes)
 
@@ -155,5 +174,5 @@ resource "terraform_data" "bmc" {
     command = "'${self.input.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.bmc stop --trial-root '${self.input.trial_root}' --node '${self.input.node}'"
   }
 
-  depends_on = [libvirt_domain.this, libvirt_network.this]
+  depends_on = [libvirt_domain.this, libvirt_network.this, terraform_data.start]
 }

@@ -100,7 +100,7 @@ variable "ssh_public_key" {
 }
 
 variable "nodes" {
-  description = "Nodes by name, in order (the first is the primary). ip and mac default to cidrhost(cidr, 10 + index) and a MAC derived from the trial and node; data_disks_mb adds blank qcow2 data disks (vdc, vdd, ...) of those sizes."
+  description = "Nodes by name, in order (the first is the primary). ip and mac default to cidrhost(cidr, 10 + index) and a MAC derived from the trial and node; data_disks_mb adds blank qcow2 data disks (vdc, vdd, ...) of those sizes; start is snapshot (restore a booted template of the node's shape, cold when that fails) or cold."
   type = list(object({
     name          = string
     vcpu          = optional(number, 1)
@@ -108,11 +108,12 @@ variable "nodes" {
     ip            = optional(string)
     mac           = optional(string)
     data_disks_mb = optional(list(number), [])
+    start         = optional(string, "snapshot")
   }))
 
   validation {
-    condition     = length(var.nodes) > 0 && alltrue([for n in var.nodes : can(regex("^[a-z][a-z0-9-]{0,30}$", n.name))])
-    error_message = "nodes must be non-empty; names are lowercase hostnames (letters, digits, dashes)."
+    condition     = length(var.nodes) > 0 && alltrue([for n in var.nodes : can(regex("^[a-z][a-z0-9-]{0,30}$", n.name)) && contains(["snapshot", "cold"], n.start)])
+    error_message = "nodes must be non-empty; names are lowercase hostnames (letters, digits, dashes); start is snapshot or cold."
   }
 }
 
@@ -132,4 +133,10 @@ variable "python" {
   description = "Python interpreter with the harness installed; runs the virtual BMCs."
   type        = string
   default     = "python3"
+}
+
+variable "start_timeout" {
+  description = "Seconds a node may take to start (a template boot included when its snapshot is built first)."
+  type        = number
+  default     = 300
 }
