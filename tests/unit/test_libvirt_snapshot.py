@@ -103,3 +103,70 @@ def test_a_file_that_is_no_save_image_is_refused(tmp_path):
 def test_start_mode(monkeypatch, env, node, mode):
     monkeypatch.setenv("HARNESS_VM_START", env)
     assert snapshot.effective_mode(node)[0] == mode
+
+
+class FakeDom:
+    def __init__(self):
+        self.active, self.created, self.destroyed = False, 0, 0
+
+    def isActive(self):  # noqa: N802 (libvirt's names)
+        return self.active
+
+    def XMLDesc(self, flags=0):  # noqa: N802
+        return trial_xml()
+
+    def create(self):
+        self.active, self.created = True, self.created + 1
+
+    def destroy(self):
+        self.active, self.destroyed = False, self.destroyed + 1
+
+
+class FakeConn:
+    def __init__(self, dom):
+        self.dom = dom
+
+    def lookupByName(self, name):  # noqa: N802
+        return self.dom
+
+    def close(self):
+        pass
+
+
+def _args(tmp_path, mode="snapshot"):
+    return snapshot.argparse.Namespace(
+        uri="qemu:///system", domain="hx-t1-node1", overlay=str(tmp_path / "o.qcow2"),
+        base=str(tmp_path / "base.qcow2"), mac="52:54:00:aa:bb:cc", ip="10.0.0.10", mode=mode,
+        owner="", data_mb=[], timeout=30.0, record=None)
+
+
+def test_a_failed_restore_boots_the_node_cold_and_says_why(tmp_path, monkeypatch):
+    dom = FakeDom()
+    rebased = []
+    monkeypatch.setattr(snapshot.host, "connect", lambda uri: FakeConn(dom))
+    monkeypatch.setattr(snapshot, "template_key", lambda conn, xml, base: "k")
+    monkeypatch.setattr(snapshot, "build_template", lambda *a, **k: tmp_path / "k")
+
+    def restore(conn, d, *a, **k):
+        d.active = True  # restored, then the fix-up failed
+        raise snapshot.SnapshotError("guest fix-up exited 3: no DHCP lease")
+
+    monkeypatch.setattr(snapshot, "restore", restore)
+    monkeypatch.setattr(snapshot, "_rebase_cold", lambda overlay, base: rebased.append(overlay))
+    logged = []
+    record = snapshot.start(_args(tmp_path), log=logged.append)
+    assert record["mode"] == "cold" and record["fallback"] is True
+    assert "no DHCP lease" in record["reason"] and "booting it cold" in logged[0]
+    assert dom.destroyed == 1 and dom.created == 1 and rebased == [tmp_path / "o.qcow2"]
+
+
+def test_cold_mode_neither_builds_nor_restores(tmp_path, monkeypatch):
+    dom = FakeDom()
+    monkeypatch.setenv("HARNESS_VM_START", "cold")
+    monkeypatch.setattr(snapshot.host, "connect", lambda uri: FakeConn(dom))
+    monkeypatch.setattr(snapshot, "build_template", lambda *a, **k: pytest.fail("built"))
+    record = snapshot.start(_args(tmp_path))
+    assert record["mode"] == "cold" and "HARNESS_VM_START" in record["reason"]
+    assert dom.created == 1
+    assert snapshot.start(_args(tmp_path))["mode"] == "running"  # idempotent
+    assert dom.created == 1
