@@ -78,7 +78,7 @@ blockdev --flushbufs /dev/vdb
 step identity
 /usr/local/sbin/harness-seed
 step seed
-systemctl reload ssh
+systemctl restart ssh  # waits until sshd listens again (a reload re-execs it later)
 step ssh
 for _ in $(seq 1 200); do
     if ip -4 -o addr show | grep -q " inet $ip/"; then step lease; exit 0; fi
