@@ -144,20 +144,21 @@ def test_a_failed_restore_boots_the_node_cold_and_says_why(tmp_path, monkeypatch
     dom = FakeDom()
     rebased = []
     monkeypatch.setattr(snapshot.host, "connect", lambda uri: FakeConn(dom))
-    monkeypatch.setattr(snapshot, "template_key", lambda conn, xml, base: "k")
-    monkeypatch.setattr(snapshot, "build_template", lambda *a, **k: tmp_path / "k")
+    monkeypatch.setattr(snapshot, "build_template", lambda *a, **k: (tmp_path / "k", False))
 
     def restore(conn, d, *a, **k):
         d.active = True  # restored, then the fix-up failed
         raise snapshot.SnapshotError("guest fix-up exited 3: no DHCP lease")
 
     monkeypatch.setattr(snapshot, "restore", restore)
-    monkeypatch.setattr(snapshot, "_rebase_cold", lambda overlay, base: rebased.append(overlay))
+    monkeypatch.setattr(snapshot, "_overlay_on",
+                        lambda backing, overlay: rebased.append((backing, overlay)))
     logged = []
     record = snapshot.start(_args(tmp_path), log=logged.append)
     assert record["mode"] == "cold" and record["fallback"] is True
     assert "no DHCP lease" in record["reason"] and "booting it cold" in logged[0]
-    assert dom.destroyed == 1 and dom.created == 1 and rebased == [tmp_path / "o.qcow2"]
+    assert dom.destroyed == 1 and dom.created == 1 and rebased == [(tmp_path / "base.qcow2",
+                                                                 tmp_path / "o.qcow2")]
 
 
 def test_cold_mode_neither_builds_nor_restores(tmp_path, monkeypatch):

@@ -229,16 +229,17 @@ def guest_exec(dom, argv: list[str], deadline: float, stdin: bytes | None = None
 
 
 def build_template(conn, xml: str, base: Path, data_mb: list[int], owner: str,
-                   timeout: float, log) -> Path:
-    """The template directory for this node's shape; boots and saves one when missing."""
+                   timeout: float, log) -> tuple[Path, bool]:
+    """The template directory for this node's shape, and whether this call built it (boots
+    and saves one when missing)."""
     key = template_key(conn, xml, base)
     root = snapshot_root()
     final = root / key
     if (final / META).exists():
-        return final
+        return final, False
     with _locked(root / f".{key}.lock"):
         if (final / META).exists():
-            return final
+            return final, False
         failed = root / f".failed-{key}.log"
         if failed.exists() and time.time() - failed.stat().st_mtime < RETRY_FAILED_SEC:
             raise SnapshotError(f"the last build of template {key} failed (see {failed}); "
@@ -280,17 +281,16 @@ def build_template(conn, xml: str, base: Path, data_mb: list[int], owner: str,
             (work / META).write_text(json.dumps(meta, indent=2) + "\n")
             shutil.rmtree(final, ignore_errors=True)
             work.rename(final)
-            (root / f".failed-{key}.log").unlink(missing_ok=True)
+            failed.unlink(missing_ok=True)
             log(f"snapshot {key}: saved in {meta['timings']['total_sec']}s")
-            return final
+            return final, True
         except BaseException as exc:  # Ctrl-C too: no template guest is left running
             if dom is not None:
                 with contextlib.suppress(Exception):
                     dom.destroy()
             console = work / "console.log"
             tail = console.read_text(errors="replace")[-4000:] if console.exists() else ""
-            (root / f".failed-{key}.log").write_text(f"{type(exc).__name__}: {exc}\n\n"
-                                                     f"console (tail):\n{tail}")
+            failed.write_text(f"{type(exc).__name__}: {exc}\n\nconsole (tail):\n{tail}")
             shutil.rmtree(work, ignore_errors=True)
             raise
 
@@ -321,15 +321,14 @@ def write_save_image(src: Path, dest: Path, xml: str) -> None:
                 offset += sent
 
 
-def restore(conn, dom, template: Path, overlay: Path, mac: str, ip: str,
+def restore(conn, dom, xml: str, template: Path, overlay: Path, mac: str, ip: str,
             timeout: float) -> dict:
-    """Restore `dom` from `template` onto a fresh overlay; fix the guest up; timings."""
+    """Restore `dom` (its domain XML `xml`) from `template` onto a fresh overlay; fix the
+    guest up; timings."""
     import libvirt
 
     t0 = time.monotonic()
-    _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
-          str(template / DISK), str(overlay)])
-    xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_SECURE | libvirt.VIR_DOMAIN_XML_MIGRATABLE)
+    _overlay_on(template / DISK, overlay)
     save = overlay.with_suffix(".save")
     try:
         write_save_image(template / STATE, save, xml)
@@ -359,9 +358,10 @@ def restore(conn, dom, template: Path, overlay: Path, mac: str, ip: str,
             "fixup_steps": steps}
 
 
-def _rebase_cold(overlay: Path, base: Path) -> None:
+def _overlay_on(backing: Path, overlay: Path) -> None:
+    """(Re)make `overlay` as an empty qcow2 on `backing`."""
     _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
-          str(base.resolve()), str(overlay)])
+          str(backing.resolve()), str(overlay)])
 
 
 def start(args: argparse.Namespace, log=None) -> dict:
@@ -382,11 +382,10 @@ def start(args: argparse.Namespace, log=None) -> dict:
             try:
                 xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_SECURE
                                   | libvirt.VIR_DOMAIN_XML_MIGRATABLE)
-                built = not (snapshot_root() / template_key(conn, xml, base) / META).exists()
-                template = build_template(conn, xml, base, args.data_mb, args.owner,
-                                          args.timeout, log)
+                template, built = build_template(conn, xml, base, args.data_mb, args.owner,
+                                                 args.timeout, log)
                 record.update(template=template.name, built=built,
-                              **restore(conn, dom, template, overlay, args.mac, args.ip,
+                              **restore(conn, dom, xml, template, overlay, args.mac, args.ip,
                                         args.timeout))
                 record["seconds"] = round(time.monotonic() - t0, 2)
                 return record
@@ -396,7 +395,7 @@ def start(args: argparse.Namespace, log=None) -> dict:
                 dom = conn.lookupByName(args.domain)
                 if dom.isActive():
                     dom.destroy()
-                _rebase_cold(overlay, base)
+                _overlay_on(base, overlay)
                 record = {"mode": "cold", "fallback": True}
         dom.create()
         record.update(reason=reason, seconds=round(time.monotonic() - t0, 2))
