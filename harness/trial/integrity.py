@@ -285,9 +285,10 @@ async def baseline(env) -> list[str]:
     return off
 
 
-async def check(env, node, toolbox: str) -> tuple[list[dict], list[str]]:
+async def check(env, node, toolbox: str) -> tuple[list[dict], list[str], dict | None]:
     """On `node`, in one round trip: kill the agent's leftovers, then compare the node with
-    its baseline. Returns (what was killed, evidence of tampering)."""
+    its baseline. Returns (what was killed, evidence of tampering, the manifest now: what
+    `changed_during` compares the node with once test.sh has run)."""
     out = await _run(env, node, toolbox, LEFTOVERS_SH + manifest_script())
     killed = []
     for line in out.splitlines():
@@ -297,11 +298,25 @@ async def check(env, node, toolbox: str) -> tuple[list[dict], list[str]]:
             except ValueError:
                 continue
     path = manifest_path(env.paths, node.name)
-    if not path.exists():
-        return killed, []  # no baseline (a failure before the window): nothing to compare
-    before = json.loads(path.read_text())
     after = parse_manifest(out)
-    return killed, classify_changes(compare_manifests(before, after), set(before["system"]))
+    if not path.exists():  # no baseline (a failure before the window): nothing to compare
+        return killed, [], after
+    before = json.loads(path.read_text())
+    return (killed, classify_changes(compare_manifests(before, after), set(before["system"])),
+            after)
+
+
+def changed_during(before: dict, text: str) -> list[str]:
+    """The tampering done while test.sh ran (`text`: the manifest the verifier's own run
+    took after test.sh, `before`: the one `check` took just before it): a surviving service
+    that swaps a program test.sh calls, or swaps it back afterwards (a container cannot set
+    the clock: the write shows in ctime, a rename in the inode). Files test.sh adds (a
+    verifier that installs its tools) count only where they shadow a system command."""
+    after = parse_manifest(text)
+    changes = [(k, p) for k, p in compare_manifests(before, after)
+               if k != "A" or p.startswith(SHADOW_DIRS)]
+    return [f"{line} (while test.sh ran)"
+            for line in classify_changes(changes, set(before["system"]))]
 
 
 def available() -> bool:

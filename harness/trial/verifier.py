@@ -143,6 +143,7 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
     out_dir.mkdir(parents=True, exist_ok=True)
     result = GateResult(gate=gate)
     toolboxes: dict[str, str] = {}
+    primary_now: dict | None = None
     try:
         if integrity:
             for node in env.nodes:
@@ -153,16 +154,15 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
             for node in env.nodes:
                 if node.name in result.powered_off:
                     continue
-                killed, found = await integ.check(env, node, toolboxes[node.name])
+                killed, found, now = await integ.check(env, node, toolboxes[node.name])
+                if node is env.primary:
+                    primary_now = now
                 if killed:
                     result.killed[node.name] = killed
                 if found:
                     result.tampered[node.name] = found
         if result.tampered:
-            result.reward, result.checks = 0.0, []
-            (out_dir / "tampering.txt").write_text("".join(
-                f"{n}: {line}\n" for n, lines in result.tampered.items() for line in lines))
-            return result
+            return _tampered(result, out_dir)
         run, mark = await _run_tests(env, task, toolboxes.get(env.primary.name))
         if run.exit_code in (97, 98) and mark not in run.stdout:
             raise RuntimeError("cannot prepare /tests and /logs/verifier: "
@@ -170,6 +170,12 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
         stdout, sep, files_out = run.stdout.rpartition(f"\n{mark}\n")
         if not sep:
             stdout, files_out = run.stdout, ""
+        if primary_now is not None and toolboxes.get(env.primary.name):
+            stdout, sep_post, post = stdout.rpartition(f"\n{mark}-POST\n")
+            found = (integ.changed_during(primary_now, post) if sep_post else
+                     ["the integrity check after test.sh did not run (its run was cut short)"])
+            if found and (sep or sep_post):
+                result.tampered[env.primary.name] = found
     except Exception as exc:  # environment gone or unreachable: the verifier cannot run
         result.uncovered = True
         result.error = {"type": "VerifierUnavailable", "message": str(exc)[:1000]}
@@ -182,6 +188,8 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
     texts = _split_files(files_out)
     for name, body in texts.items():
         (out_dir / name).write_text(env.redact(body) or "")
+    if result.tampered:
+        return _tampered(result, out_dir)
     try:
         result.reward, result.checks = parse_reward(texts.get("reward.json"),
                                                     texts.get("reward.txt"))
@@ -190,6 +198,14 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
                         "text": exc.text, "tail": _tail(env, text)}
         return result
     _judge_exit(result, run, env, text)
+    return result
+
+
+def _tampered(result: GateResult, out_dir: Path) -> GateResult:
+    """A tampered node is not scored: reward 0, the evidence in tampering.txt."""
+    result.reward, result.checks = 0.0, []
+    (out_dir / "tampering.txt").write_text("".join(
+        f"{n}: {line}\n" for n, lines in result.tampered.items() for line in lines))
     return result
 
 
@@ -237,9 +253,12 @@ async def _run_tests(env, task, toolbox: str | None):
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
     mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
     limit = max(1, int(task.config.verifier.timeout_sec))
+    # the node again right after test.sh, in the same run (`integrity.changed_during`)
+    post = (f"cd /; printf '\\n%s\\n' {mark}-POST; {{\n{integ.manifest_script()}}}\n"
+            if toolbox else "")
     # test.sh has its own deadline, so that what it wrote is still read when it is cut off
     body = (f"cd /tests && {exports + ' ' if exports else ''}timeout -s KILL {limit} "
-            f"env PATH={NODE_PATH} bash /tests/test.sh; hx_rc=$?; "
+            f"env PATH={NODE_PATH} bash /tests/test.sh; hx_rc=$?; {post}"
             f"printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc")
     if toolbox:
         # /tests and /logs/verifier exist only in this namespace: nothing the agent left
