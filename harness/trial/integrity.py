@@ -31,12 +31,14 @@ from __future__ import annotations
 import io
 import json
 import secrets
+import shlex
 import shutil
 import tarfile
 import time
 from pathlib import Path
 
 from harness.errors import PreflightError
+from harness.substrates.common import toolbox_argv
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 APPLETS = (
@@ -277,19 +279,25 @@ async def baseline(env) -> list[str]:
         if await powered_off(env, node):
             off.append(node.name)
             continue
-        toolbox = await install_toolbox(env.substrate, node)
-        out = await _run(env, node, toolbox, manifest_script() + f"rm -rf {toolbox}\n")
+        out = await _baseline_manifest(env, node)
         path = manifest_path(env.paths, node.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(parse_manifest(out)))
     return off
 
 
-async def check(env, node, toolbox: str) -> tuple[list[dict], list[str], dict | None]:
-    """On `node`, in one round trip: kill the agent's leftovers, then compare the node with
-    its baseline. Returns (what was killed, evidence of tampering, the manifest now: what
-    `changed_during` compares the node with once test.sh has run)."""
-    out = await _run(env, node, toolbox, LEFTOVERS_SH + manifest_script())
+def check_script(toolbox: str | None = None) -> str:
+    """Leftovers stopped, then the manifest; with `toolbox`, which is removed after (its
+    last use on that node). Reads nothing from stdin (the verifier's run on the primary
+    follows it in the same round trip, with the tests on stdin)."""
+    rm = f"rm -rf {toolbox}\n" if toolbox else ""
+    return "{\n" + LEFTOVERS_SH + manifest_script() + rm + "} </dev/null\n"
+
+
+def read_check(env, node, out: str) -> tuple[list[dict], list[str], dict]:
+    """What `check_script` printed on `node`: (what was killed, evidence of tampering
+    against the baseline, the manifest now: what `changed_during` compares the node with
+    once test.sh has run)."""
     killed = []
     for line in out.splitlines():
         if line.startswith("K "):
@@ -304,6 +312,31 @@ async def check(env, node, toolbox: str) -> tuple[list[dict], list[str], dict | 
     before = json.loads(path.read_text())
     return (killed, classify_changes(compare_manifests(before, after), set(before["system"])),
             after)
+
+
+async def _baseline_manifest(env, node) -> str:
+    """The manifest under a fresh toolbox, in one round trip: the window has not opened, so
+    the node's own tar may unpack the toolbox from the command's stdin (a node without
+    one gets it through the substrate's archive channel first)."""
+    top = new_toolbox_path()
+    script = manifest_script() + f"rm -rf {top}\n"
+    argv = " ".join(shlex.quote(a) for a in toolbox_argv(top, script))
+    res = await env.substrate.exec(node, f"tar -x -C / || exit 97\nexec {argv}", 120,
+                                   env={"HARNESS_SOURCE": "harness"},
+                                   stdin=toolbox_tar(top))
+    if res.exit_code == 97:
+        await env.substrate.put_archive(node, toolbox_tar(top), "/")
+        return await _run(env, node, top, script)
+    if res.exit_code != 0:
+        raise RuntimeError(f"integrity baseline on {node.name} failed (exit {res.exit_code}): "
+                           f"{(res.stderr or res.stdout).strip()[-300:]}")
+    return res.stdout
+
+
+async def check(env, node, toolbox: str) -> tuple[list[dict], list[str], dict]:
+    """On `node`, in one round trip: kill the agent's leftovers, compare the node with its
+    baseline, remove the toolbox (see `read_check` for what is returned)."""
+    return read_check(env, node, await _run(env, node, toolbox, check_script(toolbox)))
 
 
 def changed_during(before: dict, text: str) -> list[str]:

@@ -135,7 +135,8 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
     With `integrity` (every gate after the agent window; not the scenario's in-window
     probes): on every node a fresh toolbox arrives, the agent's leftovers are stopped and
     tampering is looked for (`harness.trial.integrity`); a tampered environment is not verified
-    at all (reward 0); a node that is powered off is skipped (and said in events.jsonl).
+    at all (reward 0; on the primary, whose check shares test.sh's round trip, what test.sh
+    wrote is not read); a node that is powered off is skipped (and said in events.jsonl).
     test.sh then runs in a private mount namespace whose /tests and /logs/verifier are new
     tmpfs mounts nothing else can see, under the toolbox's shell and timeout, on the node's own
     programs (checked above: the task's tools behave as the task expects); the reward is
@@ -143,7 +144,6 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
     out_dir.mkdir(parents=True, exist_ok=True)
     result = GateResult(gate=gate)
     toolboxes: dict[str, str] = {}
-    primary_now: dict | None = None
     try:
         if integrity:
             for node in env.nodes:
@@ -151,31 +151,38 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
                     result.powered_off.append(node.name)  # nothing runs there to stop
                     continue
                 toolboxes[node.name] = await integ.install_toolbox(env.substrate, node)
-            for node in env.nodes:
-                if node.name in result.powered_off:
-                    continue
-                killed, found, now = await integ.check(env, node, toolboxes[node.name])
-                if node is env.primary:
-                    primary_now = now
-                if killed:
-                    result.killed[node.name] = killed
-                if found:
-                    result.tampered[node.name] = found
+            for node in env.nodes:  # the primary's check comes with its run, below
+                if node is not env.primary and node.name in toolboxes:
+                    killed, found, _ = await integ.check(env, node, toolboxes[node.name])
+                    _noted(result, node, killed, found)
+                    del toolboxes[node.name]  # removed by the check
         if result.tampered:
             return _tampered(result, out_dir)
-        run, mark = await _run_tests(env, task, toolboxes.get(env.primary.name))
-        if run.exit_code in (97, 98) and mark not in run.stdout:
+        toolbox = toolboxes.get(env.primary.name)
+        run, mark = await _run_tests(env, task, toolbox)
+        stdout = run.stdout
+        if toolbox:
+            pre, sep, stdout = stdout.partition(f"\n{mark}-CHECK\n")
+            if not sep:
+                raise RuntimeError(f"integrity check on {env.primary.name} failed (exit "
+                                   f"{run.exit_code}): {(run.stderr or pre).strip()[-300:]}")
+            killed, found, now = integ.read_check(env, env.primary, pre)
+            if _noted(result, env.primary, killed, found):
+                return _tampered(result, out_dir)  # what test.sh said does not count
+        if run.exit_code in (97, 98) and mark not in stdout:
             raise RuntimeError("cannot prepare /tests and /logs/verifier: "
-                               f"{(run.stderr or run.stdout).strip()[-300:]}")
-        stdout, sep, files_out = run.stdout.rpartition(f"\n{mark}\n")
+                               f"{(run.stderr or stdout).strip()[-300:]}")
+        stdout, sep, files_out = stdout.rpartition(f"\n{mark}\n")
         if not sep:
-            stdout, files_out = run.stdout, ""
-        if primary_now is not None and toolboxes.get(env.primary.name):
+            stdout, files_out = stdout, ""
+        if toolbox:
             stdout, sep_post, post = stdout.rpartition(f"\n{mark}-POST\n")
-            found = (integ.changed_during(primary_now, post) if sep_post else
+            found = (integ.changed_during(now, post) if sep_post else
                      ["the integrity check after test.sh did not run (its run was cut short)"])
             if found and (sep or sep_post):
                 result.tampered[env.primary.name] = found
+            if sep and not run.timed_out:
+                del toolboxes[env.primary.name]  # removed by the run
     except Exception as exc:  # environment gone or unreachable: the verifier cannot run
         result.uncovered = True
         result.error = {"type": "VerifierUnavailable", "message": str(exc)[:1000]}
@@ -199,6 +206,15 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
         return result
     _judge_exit(result, run, env, text)
     return result
+
+
+def _noted(result: GateResult, node, killed: list[dict], found: list[str]) -> bool:
+    """Record one node's integrity check in `result`; True when it found tampering."""
+    if killed:
+        result.killed[node.name] = killed
+    if found:
+        result.tampered[node.name] = found
+    return bool(found)
 
 
 def _tampered(result: GateResult, out_dir: Path) -> GateResult:
@@ -248,25 +264,30 @@ NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 async def _run_tests(env, task, toolbox: str | None):
     """tests/ in (a fresh /tests), then test.sh; after a marker line, the reward files, in
-    one round trip. With a toolbox: in a private mount namespace with new tmpfs mounts at
-    /tests and /logs/verifier that only this run sees (else both are replaced in place)."""
+    one round trip. With a toolbox, first the node's integrity check (`{mark}-CHECK` after
+    it), then test.sh in a private mount namespace with new tmpfs mounts at /tests and
+    /logs/verifier that only this run sees, the node's manifest again (`{mark}-POST`), the
+    reward files, and the toolbox removed. Without one, /tests and /logs/verifier are
+    replaced in place."""
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in task.config.verifier.env.items())
     mark = f"@@HX-REWARD-FILES-{secrets.token_hex(8)}@@"
     limit = max(1, int(task.config.verifier.timeout_sec))
+    rm = f"rm -rf {toolbox}; " if toolbox else ""  # its last use on this node
     # the node again right after test.sh, in the same run (`integrity.changed_during`)
     post = (f"cd /; printf '\\n%s\\n' {mark}-POST; {{\n{integ.manifest_script()}}}\n"
             if toolbox else "")
     # test.sh has its own deadline, so that what it wrote is still read when it is cut off
     body = (f"cd /tests && {exports + ' ' if exports else ''}timeout -s KILL {limit} "
             f"env PATH={NODE_PATH} bash /tests/test.sh; hx_rc=$?; {post}"
-            f"printf '\\n%s\\n' {mark}; {_READ_FILES}; exit $hx_rc")
+            f"printf '\\n%s\\n' {mark}; {_READ_FILES}; {rm}exit $hx_rc")
     if toolbox:
         # /tests and /logs/verifier exist only in this namespace: nothing the agent left
         # running (a service of its own included) can rewrite test.sh or the reward
         inner = ("mkdir -p /logs/verifier /tests && mount -t tmpfs -o mode=0755,size=64m "
                  "hx-verifier /logs/verifier && mount -t tmpfs -o mode=0755 hx-tests /tests "
                  "&& tar -x -C /tests || exit 98\n" + body)
-        cmd = f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}"
+        cmd = (integ.check_script() + f"printf '\\n%s\\n' {mark}-CHECK\n"
+               f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}")
         run = await env.exec(cmd, timeout=limit + 30, record=False, toolbox=toolbox,
                              stdin=tar_bytes(task.tests_dir))
     else:

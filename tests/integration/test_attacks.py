@@ -191,7 +191,8 @@ def test_a_real_service_cannot_rewrite_the_tests_or_the_reward(seed_task, tmp_pa
 
 def test_a_program_swapped_while_test_sh_runs_is_tampering(seed_task, tmp_path):
     """A real service (it survives the leftover sweep) waits for the verifier's run to
-    appear, holds it (SIGSTOP) until it has swapped the `cat` and `stat` that test.sh
+    pass its integrity check (the shell of its private namespace appears), holds it
+    (SIGSTOP) until it has swapped the `cat` and `stat` that test.sh
     calls for liars, lets it go, and once the run is over swaps the originals back: the
     node looked clean when the manifest was checked and looks clean to anyone who looks
     later. The verifier's own run compares the node once more right after test.sh."""
@@ -199,7 +200,7 @@ def test_a_program_swapped_while_test_sh_runs_is_tampering(seed_task, tmp_path):
             "cp /usr/bin/cat /root/cat.real; cp /usr/bin/stat /root/stat.real\n"
             "while :; do for d in /proc/[0-9]*; do\n"
             "  mapfile -d '' a < \"$d/cmdline\" 2>/dev/null || continue\n"
-            "  [[ \"${a[*]}\" == *hx-verifier* ]] || continue\n"
+            "  [[ ${a[0]} == sh && ${a[2]} == 'mkdir -p /logs/verifier'* ]] || continue\n"
             "  kill -STOP \"${d#/proc/}\"; swap /root/cat.fake /usr/bin/cat; "
             "swap /root/stat.fake /usr/bin/stat; kill -CONT \"${d#/proc/}\"\n"
             "  while [ -e \"$d\" ]; do :; done\n"

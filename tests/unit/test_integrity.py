@@ -48,3 +48,42 @@ def test_the_manifest_script_runs_and_parses_on_a_real_shell():
     assert "/usr/bin/bash" in first["hashes"] and "/usr/bin/env" in first["files"]
     assert "bash" in first["system"]
     assert integ.changed_during(first, runs[1]) == []
+
+
+class _Node:
+    name = "node0"
+
+
+class _Substrate:
+    """Answers like a node with (or without) its own tar; records what was asked."""
+
+    def __init__(self, has_tar: bool):
+        self.has_tar, self.calls = has_tar, []
+
+    async def power(self, node, action):
+        return "on"
+
+    async def put_archive(self, node, data, dest):
+        self.calls.append("put_archive")
+
+    async def exec(self, node, cmd, timeout, env=None, stdin=None, toolbox=None):
+        from harness.substrates.base import ExecResult
+        self.calls.append("exec+stdin" if stdin is not None else f"exec toolbox={bool(toolbox)}")
+        if stdin is not None and not self.has_tar:
+            return ExecResult(97, "", "sh: tar: not found")
+        return ExecResult(0, "F /usr/bin/x|1|1|1|1|755|0\nS x\n", "")
+
+
+def test_the_baseline_takes_one_round_trip_and_falls_back_without_a_tar(tmp_path):
+    import asyncio
+    from types import SimpleNamespace
+
+    for has_tar, want in ((True, ["exec+stdin"]),
+                          (False, ["exec+stdin", "put_archive", "exec toolbox=True"])):
+        sub = _Substrate(has_tar)
+        env = SimpleNamespace(substrate=sub, nodes=[_Node()],
+                              paths=SimpleNamespace(root=tmp_path / str(has_tar)))
+        assert asyncio.run(integ.baseline(env)) == []
+        assert sub.calls == want
+        saved = integ.manifest_path(env.paths, "node0").read_text()
+        assert "/usr/bin/x" in saved
