@@ -196,6 +196,14 @@ async def _identity(sub, node: Node) -> tuple[list[str], float, float]:
     return out.stdout.split("\n"), before, time.time()
 
 
+def _served_key(node: Node) -> str:
+    """The fingerprint of the host key the node's sshd presents to a new connection."""
+    scan = subprocess.run(["ssh-keyscan", "-T", "20", "-t", "ed25519", node.host],
+                          capture_output=True, text=True, timeout=60).stdout
+    return subprocess.run(["ssh-keygen", "-lf", "-"], input=scan, capture_output=True,
+                          text=True, timeout=30).stdout.split()[1]
+
+
 def _start_record(spec: TrialSpec, node: str = "node1") -> dict:
     return json.loads((spec.root / "vm" / f"start-{node}.json").read_text())
 
@@ -211,6 +219,9 @@ def test_two_trials_from_one_snapshot_are_distinct(substrate, tmp_path):
             assert rec_a["template"] == rec_b["template"]
             a, a0, a1 = asyncio.run(_identity(substrate, nodes_a[0]))
             b, b0, b1 = asyncio.run(_identity(substrate, nodes_b[0]))
+            # sshd serves the key made at the restore (not the template's, still in memory)
+            assert [_served_key(nodes_a[0]), _served_key(nodes_b[0])] == \
+                [a[1].split()[1], b[1].split()[1]]
     for lines, node, t0, t1, name in ((a, nodes_a[0], a0, a1, "node1"),
                                       (b, nodes_b[0], b0, b1, "other")):
         machine_id, key, address, hostname, state, clock = lines[:6]

@@ -76,10 +76,8 @@ od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > /etc/machine-id
 echo >> /etc/machine-id
 blockdev --flushbufs /dev/vdb
 step identity
-/usr/local/sbin/harness-seed
+/usr/local/sbin/harness-seed  # also the new host key: sshd reads it at each connection
 step seed
-systemctl restart ssh  # waits until sshd listens again (a reload re-execs it later)
-step ssh
 for _ in $(seq 1 200); do
     if ip -4 -o addr show | grep -q " inet $ip/"; then step lease; exit 0; fi
     sleep 0.1
