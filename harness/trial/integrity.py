@@ -6,7 +6,10 @@ The agent is root on its nodes and hostile. Before a verifier runs, on every nod
    of unpredictable name (`/.hx-tb-<random>`), through the substrate's own channel (docker:
    the engine writes it into the container; VM: SSH). The verifier's command line runs on
    it (`Substrate.exec(toolbox=...)`), not on the node's shell; test.sh itself runs on
-   the node's own programs once step 3 has found them unchanged.
+   the node's own programs once step 3 has found them unchanged (and step 3 runs again
+   right after test.sh, in the same shell: `changed_during`). The baseline taken before
+   the window, when the node is still the harness's, gets its toolbox unpacked by the
+   node's own tar in the same round trip.
 2. **Leftovers are stopped**: every process that is not PID 1, not a kernel thread and not
    in a systemd service with a unit file on disk (the task's daemons) is killed: the
    agent's shells and background loops (in the container's root cgroup, session scopes, or

@@ -172,11 +172,9 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
         if run.exit_code in (97, 98) and mark not in stdout:
             raise RuntimeError("cannot prepare /tests and /logs/verifier: "
                                f"{(run.stderr or stdout).strip()[-300:]}")
-        stdout, sep, files_out = stdout.rpartition(f"\n{mark}\n")
-        if not sep:
-            stdout, files_out = stdout, ""
+        stdout, sep, files_out = _cut(stdout, f"\n{mark}\n")
         if toolbox:
-            stdout, sep_post, post = stdout.rpartition(f"\n{mark}-POST\n")
+            stdout, sep_post, post = _cut(stdout, f"\n{mark}-POST\n")
             found = (integ.changed_during(now, post) if sep_post else
                      ["the integrity check after test.sh did not run (its run was cut short)"])
             if found and (sep or sep_post):
@@ -206,6 +204,12 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
         return result
     _judge_exit(result, run, env, text)
     return result
+
+
+def _cut(text: str, marker: str) -> tuple[str, str, str]:
+    """(before, marker, after) at the last `marker`; all of `text` before it when missing."""
+    before, sep, after = text.rpartition(marker)
+    return (before, sep, after) if sep else (text, "", "")
 
 
 def _noted(result: GateResult, node, killed: list[dict], found: list[str]) -> bool:

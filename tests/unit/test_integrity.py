@@ -1,4 +1,4 @@
-"""What the verifier calls tampering, before test.sh and while it runs."""
+"""The verifier: what it calls tampering (before and while test.sh runs), how it reads its run."""
 
 from __future__ import annotations
 
@@ -87,3 +87,10 @@ def test_the_baseline_takes_one_round_trip_and_falls_back_without_a_tar(tmp_path
         assert sub.calls == want
         saved = integ.manifest_path(env.paths, "node0").read_text()
         assert "/usr/bin/x" in saved
+
+
+def test_output_before_a_missing_marker_is_kept():
+    from harness.trial.verifier import _cut
+
+    assert _cut("test out\n@@M@@\nfiles", "\n@@M@@\n") == ("test out", "\n@@M@@\n", "files")
+    assert _cut("test out, cut short", "\n@@M@@\n") == ("test out, cut short", "", "")
