@@ -255,13 +255,21 @@ def manifest_path(paths, node: str) -> Path:
     return paths.root / "integrity" / f"{node}.json"
 
 
-async def _run(env, node, toolbox: str, script: str) -> str:
-    res = await env.substrate.exec(node, script, 120, env={"HARNESS_SOURCE": "harness"},
-                                   toolbox=toolbox)
+async def _exec(env, node, script: str, toolbox: str | None = None,
+                stdin: bytes | None = None):
+    return await env.substrate.exec(node, script, 120, env={"HARNESS_SOURCE": "harness"},
+                                    toolbox=toolbox, stdin=stdin)
+
+
+def _stdout(res, node, what: str = "integrity check") -> str:
     if res.exit_code != 0:
-        raise RuntimeError(f"integrity check on {node.name} failed (exit {res.exit_code}): "
+        raise RuntimeError(f"{what} on {node.name} failed (exit {res.exit_code}): "
                            f"{(res.stderr or res.stdout).strip()[-300:]}")
     return res.stdout
+
+
+async def _run(env, node, toolbox: str, script: str) -> str:
+    return _stdout(await _exec(env, node, script, toolbox), node)
 
 
 async def powered_off(env, node) -> bool:
@@ -322,18 +330,18 @@ async def _baseline_manifest(env, node) -> str:
     the node's own tar may unpack the toolbox from the command's stdin (a node without
     one gets it through the substrate's archive channel first)."""
     top = new_toolbox_path()
-    script = manifest_script() + f"rm -rf {top}\n"
-    argv = " ".join(shlex.quote(a) for a in toolbox_argv(top, script))
-    res = await env.substrate.exec(node, f"tar -x -C / || exit 97\nexec {argv}", 120,
-                                   env={"HARNESS_SOURCE": "harness"},
-                                   stdin=toolbox_tar(top))
-    if res.exit_code == 97:
-        await env.substrate.put_archive(node, toolbox_tar(top), "/")
-        return await _run(env, node, top, script)
-    if res.exit_code != 0:
-        raise RuntimeError(f"integrity baseline on {node.name} failed (exit {res.exit_code}): "
-                           f"{(res.stderr or res.stdout).strip()[-300:]}")
-    return res.stdout
+    argv = " ".join(shlex.quote(a) for a in toolbox_argv(top, _removing(top)))
+    res = await _exec(env, node, f"tar -x -C / || exit 97\nexec {argv}",
+                      stdin=toolbox_tar(top))
+    if res.exit_code == 97:  # no tar on the node
+        toolbox = await install_toolbox(env.substrate, node)
+        res = await _exec(env, node, _removing(toolbox), toolbox)
+    return _stdout(res, node, "integrity baseline")
+
+
+def _removing(toolbox: str) -> str:
+    """The manifest script, then `toolbox` removed (its last use on that node)."""
+    return manifest_script() + f"rm -rf {toolbox}\n"
 
 
 async def check(env, node, toolbox: str) -> tuple[list[dict], list[str], dict]:
