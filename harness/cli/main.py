@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
+import threading
 
 import typer
 from rich.console import Console
@@ -93,4 +96,22 @@ def run(argv: list[str]) -> int:
 
 def main() -> None:
     """Entry point: `run` on the process's arguments."""
-    sys.exit(run(sys.argv[1:]))
+    _exit(run(sys.argv[1:]))
+
+
+def _exit(code: int) -> None:
+    """Exit with `code` after everything a normal exit runs (non-daemon threads joined,
+    atexit handlers: the playbook server and provider processes stopped, logs closed,
+    streams flushed) but without the interpreter's teardown of every module and object,
+    which a `harness run` would otherwise wait for at each exit."""
+    shutdown = getattr(threading, "_shutdown", None)  # what Py_Finalize calls first
+    if shutdown is None:
+        sys.exit(code)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, a closed stream
+            pass
+    os._exit(code)

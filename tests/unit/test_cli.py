@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,28 @@ def test_doctor_json_shape():
             "disk space"} <= names
     assert all(c["status"] in ("PASS", "WARN", "FAIL") for c in checks)
     assert res.returncode == (1 if any(c["status"] == "FAIL" for c in checks) else 0)
+
+
+def test_exit_runs_what_a_normal_exit_runs(tmp_path):
+    """The CLI ends with os._exit (no interpreter teardown to wait for), after joining
+    non-daemon threads (an executor's too), running atexit handlers and flushing all
+    output: piped stdout arrives whole (what a handler wrote last too) and the exit code
+    is kept."""
+    marker = tmp_path / "atexit-ran"
+    script = (
+        "import atexit, concurrent.futures, sys, threading, time\n"
+        "from harness.cli import main as m\n"
+        "done = []\n"
+        "threading.Thread(target=lambda: (time.sleep(2), done.append(1))).start()\n"
+        "concurrent.futures.ThreadPoolExecutor(2).submit(time.sleep, 0.1)\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write(str(len(done))))\n"
+        "atexit.register(lambda: sys.stdout.write('bye'))\n"
+        "sys.stdout.write('x' * 1_000_000)\n"
+        "m.main()\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    proc = subprocess.run([sys.executable, "-c", script, "task", "validate",
+                           str(tmp_path / "missing")], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.startswith("x" * 1_000_000) and proc.stdout.endswith("bye")
+    assert marker.read_text() == "1"  # the thread was joined before the handler ran
