@@ -90,18 +90,10 @@ def _exit_code(exc: SystemExit) -> int:
 def delegate(path: str) -> int | None:
     """Run this process's ansible-playbook command in the server at `path`; its exit code,
     or None when no server answers there (the caller runs it itself)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        sock.connect(path)
-        req = {"argv": sys.argv, "env": dict(os.environ), "cwd": os.getcwd()}
-        socket.send_fds(sock, [json.dumps(req).encode()], [0, 1, 2])
-        first = sock.recv(MAX_PACKET)
-    except OSError:
-        sock.close()
+    sent = _send(path, sys.argv, dict(os.environ), os.getcwd(), [0, 1, 2])
+    if sent is None:
         return None
-    if not first:
-        return None  # the server went away before it forked: run it here
-    pid = json.loads(first)["pid"]
+    sock, pid = sent
 
     def forward(signum, _frame):
         # SIGHUP (pexpect's first try) as SIGTERM, which ansible-playbook passes on to its
@@ -113,12 +105,45 @@ def delegate(path: str) -> int | None:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
-    while True:
-        try:
-            msg = sock.recv(MAX_PACKET)
-            break
-        except InterruptedError:
-            continue
+    return _wait(sock, pid)
+
+
+def request(path: str, argv: list[str], env: dict[str, str], cwd: str,
+            fds: list[int]) -> int | None:
+    """Run `argv` in the server at `path` with this environment, directory and stdio; its
+    exit code, or None when no server answers. The first request primes the server."""
+    sent = _send(path, argv, env, cwd, fds)
+    return None if sent is None else _wait(*sent)
+
+
+def _send(path: str, argv: list[str], env: dict[str, str], cwd: str,
+          fds: list[int]) -> tuple[socket.socket, int] | None:
+    """The request sent and forked: (its connection, the child's pid); None when no server
+    answers or it went away before it forked."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(path)
+        req = {"argv": list(argv), "env": env, "cwd": cwd}
+        socket.send_fds(sock, [json.dumps(req).encode()], fds)
+        first = sock.recv(MAX_PACKET)
+    except OSError:
+        sock.close()
+        return None
+    if not first:
+        sock.close()
+        return None
+    return sock, json.loads(first)["pid"]
+
+
+def _wait(sock: socket.socket, pid: int) -> int:
+    """The exit code of the run `pid`, which the server sends when it has exited."""
+    with sock:
+        while True:
+            try:
+                msg = sock.recv(MAX_PACKET)
+                break
+            except InterruptedError:
+                continue
     if not msg:  # the server died: do not leave its child running for nobody
         _signal_group(pid, signal.SIGKILL)
         print("ansible-playbook: the harness's playbook server went away", file=sys.stderr)

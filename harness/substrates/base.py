@@ -108,8 +108,9 @@ class Substrate(ABC):
     (the egress modes of task.toml it enforces; others are refused at validate time),
     `settings_model` (its section of config.yaml, `substrates.<name>`), `stands_in_for`
     (task types no substrate runs yet whose tasks it can run unchanged when their `type` is
-    set to its own) and `backends` (the names a foreign task format may give its backend,
-    e.g. InfraBench's `vm_backend`).
+    set to its own), `backends` (the names a foreign task format may give its backend,
+    e.g. InfraBench's `vm_backend`) and `ansible_connection` (the connection plugin its
+    inventories use: the playbook server loads it before the first run).
     """
 
     name: ClassVar[str]
@@ -125,6 +126,7 @@ class Substrate(ABC):
     endpoint_model: ClassVar[Any] = None
     stands_in_for: ClassVar[tuple[str, ...]] = ()
     backends: ClassVar[tuple[str, ...]] = ()
+    ansible_connection: ClassVar[str] = "ssh"
 
     @abstractmethod
     def terraform_module(self) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import os
 import shlex
 import shutil
@@ -90,16 +91,39 @@ PLAYBOOK_SERVER_PROCESS = PlaybookServer()
 atexit.register(PLAYBOOK_SERVER_PROCESS.stop)
 
 
-def warm_playbook_server() -> None:
-    """Start the playbook server in the background now (it imports Ansible), so the first
-    playbook run of a short-lived process (`harness run`) need not wait for it."""
+def warm_playbook_server(connections: list[str] = ()) -> threading.Thread:
+    """Start the playbook server in the background now and prime it (Ansible imported, its
+    plugins and the inventory's `connections` loaded), so the first playbook run of a
+    short-lived process (`harness run`) is forked at once instead of waiting for that.
+    The priming request is an `ansible-playbook --version` with exactly the environment a
+    real run gets (built by the same `_runner`): a run with other import-time settings
+    would not be forked from it."""
     def warm() -> None:
         # best effort: a process that exits early (bad input) must not print this thread's
         # death; the first real playbook run starts the server again and reports errors
         with contextlib.suppress(BaseException):
-            PLAYBOOK_SERVER_PROCESS.socket()
+            socket = PLAYBOOK_SERVER_PROCESS.socket()
+            if socket:
+                _prime(socket, connections)
 
-    threading.Thread(target=warm, name="hx-ansible-warm", daemon=True).start()
+    thread = threading.Thread(target=warm, name="hx-ansible-warm", daemon=True)
+    thread.start()
+    return thread
+
+
+def _prime(server: str, connections: list[str]) -> None:
+    # the server's own module, by path (ansible_plugins/ is a plugin folder, not a package)
+    spec = importlib.util.spec_from_file_location("hx_playbook_server", PLAYBOOK_SERVER)
+    client = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(client)
+    with tempfile.TemporaryDirectory(prefix="hx-ansible-prime-") as tmp:
+        inventory = Path(tmp) / "inventory.yml"
+        inventory.write_text(yaml.safe_dump({"all": {"children": {
+            f"c{i}": {"vars": {"ansible_connection": c}} for i, c in enumerate(connections)}}}))
+        runner = _runner(Path(tmp), PLAYBOOKS / "trial.yml", inventory, {}, [], [], None)
+        with open(os.devnull, "r+b") as null:
+            client.request(server, [str(ANSIBLE_PLAYBOOK), "--version"], runner.config.env,
+                           runner.config.cwd or tmp, [null.fileno()] * 3)
 
 
 def write_inventory(paths: TrialPaths, inventory: dict[str, Any]) -> Path:
@@ -206,13 +230,36 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
     With a `barrier`, ansible-playbook starts up now and runs its plays once it opens.
     A failure raises AnsibleError naming the host, task and play that failed (`.play`).
     """
-    import ansible_runner.interface
-
     data_dir = paths.ansible(stage)
     data_dir.mkdir(parents=True, exist_ok=True)
+    roles = task_dir / "environment" / "roles" if task_dir else None
+    result = _runner(data_dir, playbook or PLAYBOOKS / "trial.yml", paths.inventory,
+                     extravars, tags, skip_tags, roles if roles and roles.is_dir() else None,
+                     timeout, barrier)
+    result.run()
+    events = list(result.events)
+    plays = [(ev["event_data"].get("play", ""), ev.get("created", ""))
+             for ev in events if ev.get("event") == "playbook_on_play_start"]
+    if result.status != "successful" or result.rc != 0:
+        play, where = _failure(events, result)
+        exc = AnsibleError(f"{stage} failed ({result.status}, rc={result.rc}): {where}; "
+                           f"see {data_dir}/artifacts", returncode=result.rc,
+                           command=f"ansible-playbook --tags {','.join(tags)}")
+        exc.play = play
+        raise exc
+    return plays
+
+
+def _runner(data_dir: Path, book: Path, inventory: Path, extravars: dict[str, Any],
+            tags: list[str], skip_tags: list[str], task_roles: Path | None,
+            timeout: int = 1800, barrier: StartBarrier | None = None):
+    """An ansible-runner Runner (not started) for `book`, with the environment every run
+    gets: this process's allowlisted variables and the harness's Ansible settings."""
+    import ansible_runner.interface
+
     roles_path = [str(ROLES)]
-    if task_dir and (task_dir / "environment" / "roles").is_dir():
-        roles_path.insert(0, str(task_dir / "environment" / "roles"))
+    if task_roles is not None:
+        roles_path.insert(0, str(task_roles))
     envvars = {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         "ANSIBLE_ROLES_PATH": os.pathsep.join(roles_path),
@@ -228,21 +275,21 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
         # plugin).
         "ANSIBLE_CALLBACK_PLUGINS": str(ANSIBLE_PLUGINS / "callback"),
         "ANSIBLE_CALLBACKS_ENABLED": "harness_start",
-        "HARNESS_ANSIBLE_PRELOAD": ",".join(inventory_connections(paths.inventory)),
+        "HARNESS_ANSIBLE_PRELOAD": ",".join(inventory_connections(inventory)),
     }
     if barrier is not None:
         envvars["HARNESS_ANSIBLE_GATE"] = str(barrier.path)
     server = PLAYBOOK_SERVER_PROCESS.socket()
     if server:
         envvars["HARNESS_ANSIBLE_SERVER"] = server
-    book = str(playbook or PLAYBOOKS / "trial.yml")
+    book = str(book)
     runner = ansible_runner.interface.init_runner(
         private_data_dir=str(data_dir),
         playbook=book,
         # ansible-playbook without Python's interpreter teardown (0.15-0.3 s): see the script
         binary=str(ANSIBLE_PLAYBOOK),
         cmdline=shlex.quote(book),
-        inventory=str(paths.inventory),
+        inventory=str(inventory),
         extravars=extravars,
         tags=",".join(tags),
         skip_tags=",".join(skip_tags),
@@ -255,19 +302,7 @@ def run_playbook(paths: TrialPaths, stage: str, tags: list[str], extravars: dict
     # ansible-playbook gets only what it needs of this process's environment (which may
     # hold API keys); runner records that environment in artifacts/<ident>/command
     runner.config.env = minimal_env(runner.config.env)
-    runner.run()
-    result = runner
-    events = list(result.events)
-    plays = [(ev["event_data"].get("play", ""), ev.get("created", ""))
-             for ev in events if ev.get("event") == "playbook_on_play_start"]
-    if result.status != "successful" or result.rc != 0:
-        play, where = _failure(events, result)
-        exc = AnsibleError(f"{stage} failed ({result.status}, rc={result.rc}): {where}; "
-                           f"see {data_dir}/artifacts", returncode=result.rc,
-                           command=f"ansible-playbook --tags {','.join(tags)}")
-        exc.play = play
-        raise exc
-    return plays
+    return runner
 
 
 def _failure(events: list[dict], result) -> tuple[str, str]:

@@ -39,7 +39,7 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     sub = get_substrate(sub_name)
     # start while checks run
     warm_shared_providers(required_providers(sub.providers), sub.provider_config())
-    warm_playbook_server()
+    warm_playbook_server([sub.ansible_connection])
     the_agent = get_agent(agent, model=model, **(agent_kwargs or {}))
     why = the_agent.check_task(task)
     if why:

@@ -212,14 +212,19 @@ for d in DIRS; do
     -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} +
 done
 for f in HASHED; do [ -e "$f" ] && sha256sum "$f" | sed 's/^/H /'; done
-for d in /usr/bin /usr/sbin /bin /sbin; do ls "$d" 2>/dev/null; done | sort -u | sed 's/^/S /'
 true
+"""
+COMMANDS_SH = r"""
+for d in /usr/bin /usr/sbin /bin /sbin; do ls "$d" 2>/dev/null; done | sort -u | sed 's/^/S /'
 """
 
 
-def manifest_script() -> str:
+def manifest_script(commands: bool = False) -> str:
+    """The manifest; with `commands`, also the system's command names (`S` lines: what a
+    command added to /usr/local may shadow), which only the baseline lists: later checks
+    judge shadowing against the commands the node had when the window opened."""
     return (MANIFEST_SH.replace("DIRS", " ".join(MANIFEST_DIRS))
-            .replace("HASHED", " ".join(HASHED)))
+            .replace("HASHED", " ".join(HASHED)) + (COMMANDS_SH if commands else ""))
 
 
 def parse_manifest(text: str) -> dict:
@@ -321,6 +326,7 @@ def read_check(env, node, out: str) -> tuple[list[dict], list[str], dict]:
     if not path.exists():  # no baseline (a failure before the window): nothing to compare
         return killed, [], after
     before = json.loads(path.read_text())
+    after["system"] = before["system"]  # for `changed_during`: the window-open commands
     return (killed, classify_changes(compare_manifests(before, after), set(before["system"])),
             after)
 
@@ -341,7 +347,7 @@ async def _baseline_manifest(env, node) -> str:
 
 def _removing(toolbox: str) -> str:
     """The manifest script, then `toolbox` removed (its last use on that node)."""
-    return manifest_script() + f"rm -rf {toolbox}\n"
+    return manifest_script(commands=True) + f"rm -rf {toolbox}\n"
 
 
 async def check(env, node, toolbox: str) -> tuple[list[dict], list[str], dict]:
@@ -359,8 +365,9 @@ def changed_during(before: dict, text: str) -> list[str]:
     after = parse_manifest(text)
     changes = [(k, p) for k, p in compare_manifests(before, after)
                if k != "A" or p.startswith(SHADOW_DIRS)]
+    # no command list (a node without baseline): any command added to /usr/local counts
     return [f"{line} (while test.sh ran)"
-            for line in classify_changes(changes, set(before["system"]))]
+            for line in classify_changes(changes, set(before["system"]) or None)]
 
 
 def available() -> bool:

@@ -42,12 +42,37 @@ def test_what_a_verifier_installs_is_not_tampering_unless_it_shadows_a_command()
 
 def test_the_manifest_script_runs_and_parses_on_a_real_shell():
     """The script the toolbox runs, on this machine's sh: two runs in a row agree."""
-    runs = [subprocess.run(["sh", "-c", integ.manifest_script()], capture_output=True,
-                           text=True, check=True).stdout for _ in range(2)]
+    runs = [subprocess.run(["sh", "-c", integ.manifest_script(commands=c)],
+                           capture_output=True, text=True, check=True).stdout
+            for c in (True, False)]
     first = integ.parse_manifest(runs[0])
     assert "/usr/bin/bash" in first["hashes"] and "/usr/bin/env" in first["files"]
     assert "bash" in first["system"]
+    assert integ.parse_manifest(runs[1])["system"] == []  # only the baseline lists commands
     assert integ.changed_during(first, runs[1]) == []
+
+
+def test_shadowing_is_judged_against_the_commands_of_the_baseline(tmp_path):
+    """The check lists no commands: `read_check` hands the baseline's list on, so a command
+    the agent added to /usr/bin cannot make its /usr/local twin look harmless, and a node
+    without baseline counts every command added to /usr/local while test.sh ran."""
+    from types import SimpleNamespace
+
+    env = SimpleNamespace(paths=SimpleNamespace(root=tmp_path))
+    path = integ.manifest_path(env.paths, "node0")
+    path.parent.mkdir(parents=True)
+    path.write_text(__import__("json").dumps(integ.parse_manifest(manifest(BEFORE))))
+    check = "\n".join(f"F {p}|{m}" for p, m in BEFORE.items()) + "\n"
+    _, found, now = integ.read_check(env, _Node(), check)
+    assert found == [] and set(now["system"]) == {"cat", "grep", "bash"}
+    added = dict(BEFORE, **{"/usr/local/bin/grep": "9|1|1|53|755|0",
+                            "/usr/local/bin/pytest": "9|1|1|54|755|0"})
+    post = "\n".join(f"F {p}|{m}" for p, m in added.items()) + "\n"
+    assert integ.changed_during(now, post) == \
+        ["A /usr/local/bin/grep (shadows a system command) (while test.sh ran)"]
+    assert integ.changed_during(integ.parse_manifest(check), post) == [
+        "A /usr/local/bin/grep (shadows a system command) (while test.sh ran)",
+        "A /usr/local/bin/pytest (shadows a system command) (while test.sh ran)"]
 
 
 class _Node:

@@ -16,7 +16,7 @@ import yaml
 
 from harness.errors import AnsibleError
 from harness.paths import TrialPaths
-from harness.tools.ansible import PLAYBOOK_SERVER_PROCESS, run_playbook
+from harness.tools.ansible import PLAYBOOK_SERVER_PROCESS, run_playbook, warm_playbook_server
 
 
 def _trial(tmp_path, name: str) -> TrialPaths:
@@ -55,6 +55,17 @@ def test_runs_are_forked_with_their_own_events(tmp_path):
         assert [name for name, _ in plays] == ["Probe"]
         assert "forked=1" in _said(paths, "probe")
     assert PLAYBOOK_SERVER_PROCESS.socket() is not None
+
+
+def test_a_primed_server_forks_the_first_run(tmp_path):
+    """`warm_playbook_server` primes a new server with an `--version` request whose
+    environment is a real run's (import-time settings included): the first real run is
+    then forked from that image, not run plain."""
+    PLAYBOOK_SERVER_PROCESS.stop()
+    warm_playbook_server(["local"]).join(120)
+    paths = _trial(tmp_path, "primed")
+    run_playbook(paths, "probe", [], {}, playbook=_book(tmp_path, FORKED), timeout=120)
+    assert "forked=1" in _said(paths, "probe")
 
 
 def test_failure_names_the_task_and_exit_code(tmp_path):

@@ -46,6 +46,7 @@ class DockerSubstrate(Substrate):
     settings_model: ClassVar[type[BaseModel]] = DockerSettings
     engine: ClassVar[str] = "docker"
     endpoint_model: ClassVar[Any] = DockerEndpoint
+    ansible_connection: ClassVar[str] = "community.docker.docker_api"
 
     def __init__(self, name: str = "docker", settings: Settings | None = None,
                  host: str | None = None, pool: str | None = None,
@@ -203,7 +204,7 @@ class DockerSubstrate(Substrate):
         hosts = {n.name: {"ansible_host": n.host, "harness_cluster_ip": n.cluster_ip,
                           "harness_primary": n.primary} for n in nodes}
         return {"all": {
-            "vars": {"ansible_connection": "community.docker.docker_api",
+            "vars": {"ansible_connection": self.ansible_connection,
                      "ansible_docker_docker_host": self.host,
                      "ansible_python_interpreter": "/usr/bin/python3",
                      "harness_trial_id": spec.trial_id, "harness_substrate": self.name,

@@ -7,7 +7,9 @@
 #
 # One local patch (recorded in the mirror as PATCHED.txt): the network resource polls with
 # a hard-coded 2 s delay and 5 s minimum wait after create and before delete, which costs
-# every trial ~4 s; it is set to the 100 ms the provider already uses for containers.
+# every trial ~4 s. The delay before the first poll is set to none (a bridge network shows
+# all its fields at once after create, and delete removes it at the first poll once its
+# containers are gone), the wait between polls to the 100 ms the provider uses elsewhere.
 set -euo pipefail
 
 HARNESS_HOME=${HARNESS_HOME:-$HOME/.cache/harness}
@@ -16,7 +18,7 @@ PSEUDO=${DOCKER_PROVIDER_PSEUDO:-v0.0.0-20260916201441-96d331c98ff4}
 DEST="$HARNESS_HOME/providers/registry.terraform.io/kreuzwerker/docker/$VERSION/linux_amd64"
 BIN="$DEST/terraform-provider-docker_v$VERSION"
 
-PATCH_ID="network-refresh-100ms-v1"
+PATCH_ID="network-refresh-nodelay-v2"
 if [[ -x "$BIN" && "$(cat "$DEST/PATCHED.txt" 2>/dev/null)" == "$PATCH_ID" ]]; then
   echo "provider kreuzwerker/docker $VERSION already in the mirror ($BIN)"
   exit 0
@@ -38,9 +40,11 @@ mod="github.com/kreuzwerker/terraform-provider-docker@$PSEUDO"
 GOFLAGS=-mod=mod go mod download "$mod"
 srcdir=$(GOFLAGS=-mod=mod go mod download -json "$mod" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
 cp -r "$srcdir" "$work/src" && chmod -R u+w "$work/src"
-sed -i -E 's/^(\s*network(Read|Remove)Refresh(WaitBeforeRefreshes|Delay)\s*=\s*).*/\1100 * time.Millisecond/' \
-  "$work/src/internal/provider/resource_docker_network_funcs.go"
-grep -c '100 \* time.Millisecond' "$work/src/internal/provider/resource_docker_network_funcs.go" | grep -qx 4 \
+funcs="$work/src/internal/provider/resource_docker_network_funcs.go"
+sed -i -E -e 's/^(\s*network(Read|Remove)RefreshWaitBeforeRefreshes\s*=\s*).*/\1100 * time.Millisecond/' \
+  -e 's/^(\s*network(Read|Remove)RefreshDelay\s*=\s*).*/\10/' "$funcs"
+grep -cE 'RefreshWaitBeforeRefreshes\s*= 100 \* time.Millisecond$' "$funcs" | grep -qx 2 &&
+  grep -cE 'RefreshDelay\s*= 0$' "$funcs" | grep -qx 2 \
   || { echo "patch did not apply: the provider source changed" >&2; exit 1; }
 cp "$work/src/go.sum" "$work/go.sum"
 echo "building kreuzwerker/docker $VERSION ($PSEUDO) with $(go version | cut -d' ' -f3); takes several minutes"
