@@ -123,3 +123,40 @@ def test_timeline_waits_for_agent_exit():
     names = a._event.names
     assert names.index("scenario.early") < names.index("signal:agent.exit") \
         < names.index("scenario.settled") < names.index("scenario.done")
+
+
+class SlowNode:
+    """A node whose commands take `seconds` (in a thread, as a real exec's wait does)."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.running, self.primary = seconds, 0, type("N", (), {"name": "node0"})
+
+    def _command(self) -> None:
+        self.running += 1
+        __import__("time").sleep(self.seconds)
+        self.running -= 1
+
+    async def exec(self, cmd, timeout, node=None, record=True):
+        from harness.substrates.base import ExecResult
+
+        await asyncio.to_thread(self._command)
+        return ExecResult(0, "ok", "", self.seconds)
+
+
+def test_a_probe_cut_off_by_the_window_has_ended_when_the_window_returns():
+    """The window closes while a periodic probe runs: the window waits for the probe's
+    command to end (the verifier must not find the harness's own probe still running on
+    the node) and records it as cut off, without a verdict."""
+    env = SlowNode(0.6)
+    a = ScenarioAPI(env=env, task=None, faults=None, event=Events())
+    scen = Waits(CompletionMode.AGENT_EXIT)
+    scen.verifier_interval_sec, scen.probe = 0.1, {"cmd": "etcdctl put k v"}
+
+    async def window():
+        outcome = await run_window(agent(0.3), 5, scen, a)
+        return outcome, env.running
+
+    outcome, running = run(window())
+    assert outcome.exit_code == 0 and running == 0
+    probes = [d for n, d in a._event if n == "scenario.probe"]
+    assert probes and probes[-1]["cut_off"] is True and probes[-1]["ok"] is None

@@ -9,6 +9,7 @@ injections and heals (from the FaultSession), `scenario.probe`, `scenario.verifi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import time
 from dataclasses import dataclass
@@ -122,14 +123,20 @@ class ScenarioAPI:
 
     async def probe(self, cmd: str, node: str | None = None, timeout: float = 30) -> ProbeResult:
         """Run a command on a node (primary by default), outside the agent's trajectory. A
-        probe the window's end cuts off is still recorded (`cut_off`, no verdict)."""
+        probe the window's end cuts off is still recorded (`cut_off`, no verdict), once its
+        command has ended on the node (within `timeout`): the harness's own probe must not
+        be running there when the verifier stops what the agent left behind."""
         target = self.env.node(node) if node else self.env.primary
         started = self.elapsed
+        run = asyncio.ensure_future(self.env.exec(cmd, timeout=timeout, node=target,
+                                                  record=False))
         try:
-            res = await self.env.exec(cmd, timeout=timeout, node=target, record=False)
+            res = await asyncio.shield(run)
             out = ProbeResult(target.name, cmd, res.ok, res.exit_code, res.stdout[-TAIL:],
                               round(res.seconds, 3))
         except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await run
             self._event("scenario.probe", node=target.name, cmd=cmd, ok=None, exit=None,
                         cut_off=True, stdout="", seconds=round(self.elapsed - started, 3),
                         at=self.elapsed)
