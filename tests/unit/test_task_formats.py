@@ -199,6 +199,21 @@ def test_vm_base_image_maps_or_is_refused(tmp_path):
                and "image_overrides" in p for p in found)
 
 
+def test_the_vm_mapping_warning_follows_the_settings_in_force(tmp_path):
+    """The warning a VM trial records (`image_warnings`, into result.json's `warnings`)
+    comes from the substrate's own settings: a campaign's image_overrides included."""
+    from harness.config import LOCAL_BASE, Settings
+    from harness.substrates import get_substrate
+
+    task = load_task(make(tmp_path, INFRABENCH.replace('"debian-12"', '"ubuntu-24.04"'),
+                          dockerfile=False))
+    [note] = get_substrate("vm-cluster", settings=Settings()).image_warnings(task)
+    assert "'ubuntu-24.04' runs as" in note and "ubuntu -> debian" in note
+    mapped = Settings(image_overrides={"ubuntu-24.04": "ubuntu-24.04"})
+    assert get_substrate("vm-cluster", settings=mapped).image_warnings(task) == []
+    assert LOCAL_BASE in note
+
+
 def test_a_failed_build_names_the_task_file_and_line(tmp_path):
     from harness.substrates.docker.image import failing_file
 

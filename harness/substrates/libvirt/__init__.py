@@ -134,7 +134,7 @@ class LibvirtSubstrate(Substrate):
         return []
 
     def image_warnings(self, task) -> list[str]:
-        note = load_settings().mapping_note(task.base_image) if task.base_image else None
+        note = self.settings.mapping_note(task.base_image) if task.base_image else None
         return [note] if note else []
 
     @classmethod
