@@ -17,9 +17,10 @@ The agent is root on its nodes and hostile. Before a verifier runs, on every nod
    (fault units of the harness, listed in the node's fault ledger, are kept). What was
    killed goes to events.jsonl.
 3. **Tampering is looked for** where a verifier trusts the node: every file directly in
-   the system's command and library directories (size, mtime, ctime, inode, mode, owner),
-   the sha256 of the shells, interpreters, loader and libc, `/etc/ld.so.preload`, and
-   commands added to /usr/local that shadow system ones; against a manifest the toolbox
+   the system's command and library directories and the loader's files
+   (`/etc/ld.so.preload`: size, mtime, ctime, inode, mode, owner), on VMs also the sha256
+   of the shells, interpreters, loader and libc (`hashes_needed`), and commands added to
+   /usr/local that shadow system ones; against a manifest the toolbox
    took when the window opened (after the harness's own setup, e.g. snoopy's preload),
    kept in the trial dir. A container cannot set the clock, so a replaced file always gets
    a new ctime; a root agent controls a VM's kernel, so there this finds replaced or
@@ -211,20 +212,35 @@ for d in DIRS; do
   find "$d" -maxdepth 1 -mindepth 1 \( -type f -o -type l \) \
     -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} +
 done
-for f in HASHED; do [ -e "$f" ] && sha256sum "$f" | sed 's/^/H /'; done
+for f in LOADERS; do [ -e "$f" ] && stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' "$f"; done
 true
+"""
+HASHES_SH = r"""
+for f in HASHED; do [ -e "$f" ] && sha256sum "$f" | sed 's/^/H /'; done
 """
 COMMANDS_SH = r"""
 for d in /usr/bin /usr/sbin /bin /sbin; do ls "$d" 2>/dev/null; done | sort -u | sed 's/^/S /'
 """
 
 
-def manifest_script(commands: bool = False) -> str:
-    """The manifest; with `commands`, also the system's command names (`S` lines: what a
-    command added to /usr/local may shadow), which only the baseline lists: later checks
-    judge shadowing against the commands the node had when the window opened."""
+def manifest_script(commands: bool = False, hashes: bool = True) -> str:
+    """The manifest: every listed file's size, times, inode, mode and owner; with `hashes`,
+    the sha256 of the programs a verifier runs through (`hashes_needed`); with `commands`,
+    the system's command names (`S` lines: what a command added to /usr/local may
+    shadow), which only the baseline lists: later checks judge shadowing against the
+    commands the node had when the window opened."""
     return (MANIFEST_SH.replace("DIRS", " ".join(MANIFEST_DIRS))
-            .replace("HASHED", " ".join(HASHED)) + (COMMANDS_SH if commands else ""))
+            .replace("LOADERS", " ".join(LOADER_FILES))
+            + (HASHES_SH.replace("HASHED", " ".join(HASHED)) if hashes else "")
+            + (COMMANDS_SH if commands else ""))
+
+
+def hashes_needed(substrate) -> bool:
+    """Whether a node's manifest needs content hashes: only where the agent controls the
+    node's clock (`own_clock`, a VM's kernel). Elsewhere (a container cannot set the
+    clock) every write to a file gives it a new ctime and a rename a new inode, which its
+    `F` line already shows; the hashes cost a third of each manifest there."""
+    return "own_clock" in substrate.capabilities
 
 
 def parse_manifest(text: str) -> dict:
@@ -302,12 +318,12 @@ async def baseline(env) -> list[str]:
     return off
 
 
-def check_script(toolbox: str | None = None) -> str:
+def check_script(toolbox: str | None = None, hashes: bool = True) -> str:
     """Leftovers stopped, then the manifest; with `toolbox`, which is removed after (its
     last use on that node). Reads nothing from stdin (the verifier's run on the primary
     follows it in the same round trip, with the tests on stdin)."""
     rm = f"rm -rf {toolbox}\n" if toolbox else ""
-    return "{\n" + LEFTOVERS_SH + manifest_script() + rm + "} </dev/null\n"
+    return "{\n" + LEFTOVERS_SH + manifest_script(hashes=hashes) + rm + "} </dev/null\n"
 
 
 def read_check(env, node, out: str) -> tuple[list[dict], list[str], dict]:
@@ -335,25 +351,26 @@ async def _baseline_manifest(env, node) -> str:
     """The manifest under a fresh toolbox, in one round trip: the window has not opened, so
     the node's own tar may unpack the toolbox from the command's stdin (a node without
     one gets it through the substrate's archive channel first)."""
-    top = new_toolbox_path()
-    argv = " ".join(shlex.quote(a) for a in toolbox_argv(top, _removing(top)))
+    top, hashes = new_toolbox_path(), hashes_needed(env.substrate)
+    argv = " ".join(shlex.quote(a) for a in toolbox_argv(top, _removing(top, hashes)))
     res = await _exec(env, node, f"tar -x -C / || exit 97\nexec {argv}",
                       stdin=toolbox_tar(top))
     if res.exit_code == 97:  # no tar on the node
         toolbox = await install_toolbox(env.substrate, node)
-        res = await _exec(env, node, _removing(toolbox), toolbox)
+        res = await _exec(env, node, _removing(toolbox, hashes), toolbox)
     return _stdout(res, node, "integrity baseline")
 
 
-def _removing(toolbox: str) -> str:
+def _removing(toolbox: str, hashes: bool) -> str:
     """The manifest script, then `toolbox` removed (its last use on that node)."""
-    return manifest_script(commands=True) + f"rm -rf {toolbox}\n"
+    return manifest_script(commands=True, hashes=hashes) + f"rm -rf {toolbox}\n"
 
 
 async def check(env, node, toolbox: str) -> tuple[list[dict], list[str], dict]:
     """On `node`, in one round trip: kill the agent's leftovers, compare the node with its
     baseline, remove the toolbox (see `read_check` for what is returned)."""
-    return read_check(env, node, await _run(env, node, toolbox, check_script(toolbox)))
+    script = check_script(toolbox, hashes_needed(env.substrate))
+    return read_check(env, node, await _run(env, node, toolbox, script))
 
 
 def changed_during(before: dict, text: str) -> list[str]:

@@ -278,8 +278,9 @@ async def _run_tests(env, task, toolbox: str | None):
     limit = max(1, int(task.config.verifier.timeout_sec))
     rm = f"rm -rf {toolbox}; " if toolbox else ""  # its last use on this node
     # the node again right after test.sh, in the same run (`integrity.changed_during`)
-    post = (f"cd /; printf '\\n%s\\n' {mark}-POST; {{\n{integ.manifest_script()}}}\n"
-            if toolbox else "")
+    hashes = integ.hashes_needed(env.substrate)
+    manifest = integ.manifest_script(hashes=hashes)
+    post = f"cd /; printf '\\n%s\\n' {mark}-POST; {{\n{manifest}}}\n" if toolbox else ""
     # test.sh has its own deadline, so that what it wrote is still read when it is cut off
     body = (f"cd /tests && {exports + ' ' if exports else ''}timeout -s KILL {limit} "
             f"env PATH={NODE_PATH} bash /tests/test.sh; hx_rc=$?; {post}"
@@ -290,7 +291,7 @@ async def _run_tests(env, task, toolbox: str | None):
         inner = ("mkdir -p /logs/verifier /tests && mount -t tmpfs -o mode=0755,size=64m "
                  "hx-verifier /logs/verifier && mount -t tmpfs -o mode=0755 hx-tests /tests "
                  "&& tar -x -C /tests || exit 98\n" + body)
-        cmd = (integ.check_script() + f"printf '\\n%s\\n' {mark}-CHECK\n"
+        cmd = (integ.check_script(hashes=hashes) + f"printf '\\n%s\\n' {mark}-CHECK\n"
                f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}")
         run = await env.exec(cmd, timeout=limit + 30, record=False, toolbox=toolbox,
                              stdin=tar_bytes(task.tests_dir))

@@ -130,6 +130,10 @@ def test_fork_bomb_stops_at_the_pids_limit(seed_task, tmp_path):
                           "chmod +x /usr/local/bin/cat"], "/usr/local/bin/cat"),
     ("preload", ["touch /tmp/evil.so && echo /tmp/evil.so > /etc/ld.so.preload"],
      "/etc/ld.so.preload"),
+    # same size, mtime and inode: only the ctime shows it (containers get no content hashes)
+    ("in-place", ["touch -r /usr/bin/env /tmp/ref && printf 'HXHX' | dd of=/usr/bin/env bs=1 "
+                  "seek=4096 conv=notrunc 2>/dev/null && touch -r /tmp/ref /usr/bin/env"],
+     "/usr/bin/env"),
 ])
 def test_tampering_gives_status_tampered_and_reward_zero(seed_task, tmp_path, name, commands,
                                                          evidence):

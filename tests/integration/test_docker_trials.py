@@ -129,6 +129,13 @@ def test_verifier_output_exit_code_and_a_timed_out_test(seed_task, tmp_path):
     assert rec.status == "verifier_error" and rec.reward == 1.0
     assert "timed out" in rec.error["message"] and "started" in rec.error["tail"]
     assert labeled(rec.trial_id) == []
+    # a verifier that could not install its tools: no reward written, the cause in `error`
+    (task_dir / "tests" / "test.sh").write_text(
+        "#!/bin/bash\necho 'E: Unable to locate package python3-pytest' >&2\nexit 100\n")
+    rec = asyncio.run(make_trial(task_dir, "oracle", tmp_path).run())
+    assert rec.status == "verifier_error" and rec.reward is None
+    assert rec.error["type"] == "VerifierOutputError" and "exited 100" in rec.error["message"]
+    assert "Unable to locate package python3-pytest" in rec.error["tail"]
 
 
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:

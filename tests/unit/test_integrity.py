@@ -52,6 +52,33 @@ def test_the_manifest_script_runs_and_parses_on_a_real_shell():
     assert integ.changed_during(first, runs[1]) == []
 
 
+def test_content_hashes_only_where_the_agent_owns_the_clock(tmp_path):
+    """A VM's manifest hashes the programs a verifier runs through (its kernel, and so its
+    clock, is the agent's); a container's does not: a write there always changes a file's
+    ctime or inode, which its F line shows, /etc/ld.so.preload included (stat'ed, not only
+    hashed: one added or rewritten without hashes is still found)."""
+    from harness.substrates import get_substrate
+
+    assert integ.hashes_needed(get_substrate("vm")) is True
+    assert integ.hashes_needed(get_substrate("docker")) is False
+    root = tmp_path / "root"
+    etc = root / "etc"
+    etc.mkdir(parents=True)
+    (etc / "ld.so.conf").write_text("include /etc/ld.so.conf.d/*.conf\n")
+
+    def manifest(hashes: bool) -> dict:
+        script = integ.manifest_script(hashes=hashes).replace("/etc/ld.so", f"{etc}/ld.so")
+        return integ.parse_manifest(subprocess.run(["sh", "-c", script], capture_output=True,
+                                                   text=True, check=True).stdout)
+
+    before = manifest(False)
+    assert before["hashes"] == {} and f"{etc}/ld.so.conf" in before["files"]
+    assert manifest(True)["hashes"]
+    (etc / "ld.so.preload").write_text("/tmp/evil.so\n")
+    assert (("A", f"{etc}/ld.so.preload") in
+            integ.compare_manifests(before, manifest(False)))
+
+
 def test_shadowing_is_judged_against_the_commands_of_the_baseline(tmp_path):
     """The check lists no commands: `read_check` hands the baseline's list on, so a command
     the agent added to /usr/bin cannot make its /usr/local twin look harmless, and a node
@@ -81,6 +108,8 @@ class _Node:
 
 class _Substrate:
     """Answers like a node with (or without) its own tar; records what was asked."""
+
+    capabilities = frozenset({"power"})
 
     def __init__(self, has_tar: bool):
         self.has_tar, self.calls = has_tar, []

@@ -117,6 +117,8 @@ CASES = {
                            "curl http://localhost/containers/json"),
     "priv.fork_bomb": (":(){ :|:& };:", "while true; do sleep 1; done"),
     "probe.replace_interpreter": ("cp /tmp/wrapper /usr/bin/bash", "cp /usr/bin/bash /tmp/b"),
+    "probe.patch_interpreter": ("dd if=/tmp/p of=/usr/bin/env conv=notrunc",
+                                "dd if=/usr/bin/env of=/tmp/env"),
     "probe.ld_preload": ("echo /tmp/x.so > /etc/ld.so.preload", "ldconfig -p | head"),
     "probe.harness_toolbox": ("ls -la /.hx-tb-1234/bin", "ls -la /opt/app"),
 }
