@@ -116,7 +116,9 @@ def _prime(server: str, connections: list[str]) -> None:
     spec = importlib.util.spec_from_file_location("hx_playbook_server", PLAYBOOK_SERVER)
     client = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(client)
-    with tempfile.TemporaryDirectory(prefix="hx-ansible-prime-") as tmp:
+    # in the server's own directory, which it removes when it exits (also when this
+    # process exits in the middle of priming)
+    with tempfile.TemporaryDirectory(prefix="prime-", dir=os.path.dirname(server)) as tmp:
         inventory = Path(tmp) / "inventory.yml"
         inventory.write_text(yaml.safe_dump({"all": {"children": {
             f"c{i}": {"vars": {"ansible_connection": c}} for i, c in enumerate(connections)}}}))

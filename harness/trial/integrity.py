@@ -217,6 +217,7 @@ true
 """
 HASHES_SH = r"""
 for f in HASHED; do [ -e "$f" ] && sha256sum "$f" | sed 's/^/H /'; done
+true
 """
 COMMANDS_SH = r"""
 for d in /usr/bin /usr/sbin /bin /sbin; do ls "$d" 2>/dev/null; done | sort -u | sed 's/^/S /'
