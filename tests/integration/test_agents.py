@@ -52,6 +52,9 @@ SKIP_EXEC = [
     "mount --bind /dev/null /sys/kernel/security/apparmor/.load",
     "touch /tmp/empty && mount -o bind /tmp/empty /sys/kernel/security/apparmor/profiles",
     "rm -rf *",
+    # they would make the trial tampered (a verifier program written into): recorded only
+    "printf 'HXHX' | dd of=/usr/bin/env bs=1 seek=4096 conv=notrunc",
+    "truncate -s 0 /bin/bash",
 ]
 
 
