@@ -102,9 +102,9 @@ def warm_playbook_server(connections: list[str] = ()) -> threading.Thread:
         # best effort: a process that exits early (bad input) must not print this thread's
         # death; the first real playbook run starts the server again and reports errors
         with contextlib.suppress(BaseException):
-            socket = PLAYBOOK_SERVER_PROCESS.socket()
-            if socket:
-                _prime(socket, connections)
+            server = PLAYBOOK_SERVER_PROCESS.socket()
+            if server:
+                _prime(server, connections)
 
     thread = threading.Thread(target=warm, name="hx-ansible-warm", daemon=True)
     thread.start()
