@@ -33,10 +33,14 @@ DEFAULT_IMAGE_OVERRIDES = {
 
 class Settings(BaseModel):
     """Machine-level defaults of the harness. `substrates` holds one section per
-    substrate, validated by that substrate (`Substrate.settings_model`)."""
+    substrate, validated by that substrate (`Substrate.settings_model`);
+    `egress_uplinks`: interfaces any trial's egress (task network mode public/allowlist) may
+    leave through besides those of the host's default routes (the trial firewall's set of
+    uplinks is the host's, shared by every substrate)."""
 
     model_config = ConfigDict(extra="forbid")
     image_overrides: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_IMAGE_OVERRIDES))
+    egress_uplinks: list[str] = Field(default_factory=list)
     substrates: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     def substrate(self, name: str, model: type[BaseModel]) -> BaseModel:

@@ -14,16 +14,23 @@ what `policy` says for that bridge alone, in one nft transaction:
 Uplinks are the interfaces of the host's default routes plus `extra_uplinks` (config.yaml
 `egress_uplinks`); traffic to any other interface (docker0, libvirt's, the LAN of a second
 NIC without a default route) is dropped. Needs root (as the harness runs trials).
+
+`enforce()` is what a substrate's `set_egress` does with it: the sets, then the allowlist's
+answers pinned into every node's /etc/hosts and, where the nodes' resolver is the trial
+bridge's own address (libvirt's dnsmasq; the firewall answers DNS there only for a bridge
+in `egress_public`), `/etc/resolv.conf` pointed at it in public mode.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import shutil
 import socket
 import subprocess
 
+from harness.config import load_settings
 from harness.errors import SubstrateError
 from harness.substrates.firewall import TABLE
 
@@ -115,6 +122,30 @@ def clear(bridge: str) -> None:
         return
     if lines:
         _nft(["-f", "-"], "\n".join(lines) + "\n")
+
+
+def uplinks(settings=None, extra: list[str] = ()) -> list[str]:
+    """The extra uplinks of config.yaml (`egress_uplinks`, for every substrate: the
+    firewall's `uplinks` set is the host's) plus a substrate's own `extra`."""
+    settings = settings or load_settings()
+    return list(dict.fromkeys([*settings.egress_uplinks, *extra]))
+
+
+async def enforce(substrate, bridge: str, nodes: list, policy, extra_uplinks: list[str] = (),
+                  resolver: str | None = None) -> dict[str, list[str]]:
+    """`apply` for the trial's bridge, then on every node: the allowlist's answers pinned
+    into /etc/hosts; with `resolver` (the bridge's own address) and `public`, the
+    nodes' /etc/resolv.conf names it. Returns the pins."""
+    pins = await asyncio.to_thread(apply, bridge, policy, extra_uplinks)
+    script = hosts_script(pins) if policy.mode == "allowlist" else None
+    if policy.mode == "public" and resolver:
+        script = f"printf 'nameserver {resolver}\\n' > /etc/resolv.conf"
+    for node in nodes if script else []:
+        res = await substrate.exec(node, script, 30, env={"HARNESS_SOURCE": "harness"})
+        if not res.ok:
+            raise SubstrateError(substrate.name, f"cannot set {policy.describe()} name "
+                                 f"resolution on {node.name}: {res.stderr.strip()[-300:]}")
+    return pins
 
 
 def hosts_script(pins: dict[str, list[str]]) -> str:

@@ -3,10 +3,12 @@
 Every bridge a trial uses is named `hx*` (docker trial networks `hxd-...`, libvirt trial
 networks `hx-...`, the image-build network `hxb0`). From such a bridge:
 
-- the host answers nothing but DHCP (libvirt's dnsmasq hands VM nodes their addresses) and
-  the trial's own virtual BMCs (UDP `BMC_PORTS` on the bridge's own address); every other
-  port, ping, DNS, and every host address of another interface (docker0, the host's LAN
-  address, another trial's gateway) is dropped;
+- the host answers nothing but DHCP (libvirt's dnsmasq hands VM nodes their addresses),
+  the trial's own virtual BMCs (UDP `BMC_PORTS` on the bridge's own address) and, for a
+  bridge in `egress_public` only, DNS on the bridge's own address (libvirt's dnsmasq
+  resolves for VM nodes with public egress); every other port, ping, DNS in other modes,
+  and every host address of another interface (docker0, the host's LAN address, another
+  trial's gateway) is dropped;
 - nothing is forwarded, except between the nodes of one bridge (with br_netfilter, bridged
   traffic passes the forward hook: its destination is on the bridge it came in on), image
   builds (`hxb0`) out to the world (masqueraded), never into another `hx*` bridge, and a
@@ -56,6 +58,7 @@ RULESET = f"""table inet {TABLE} {{
     meta l4proto udp udp dport 67 accept
     fib daddr . iif type != local counter drop
     meta l4proto udp udp dport {BMC_PORTS[0]}-{BMC_PORTS[1]} accept
+    iifname @egress_public meta l4proto {{ tcp, udp }} th dport 53 accept
     counter drop
   }}
   chain forward {{
@@ -134,7 +137,9 @@ def loaded() -> tuple[bool, str]:
         missing = [c for c in ("chain from_trial", "chain out_of_trial", "chain into_trial",
                                "set egress_public", "set egress_allow", "set uplinks")
                    if c not in proc.stdout]
-        if missing or "fib daddr . iif oif exists" not in proc.stdout:
+        rules = ("fib daddr . iif oif exists",
+                 "iifname @egress_public meta l4proto { tcp, udp } th dport 53 accept")
+        if missing or any(rule not in proc.stdout for rule in rules):
             return False, f"nftables table inet {TABLE} differs from this harness's rules"
         return True, f"nftables table inet {TABLE} loaded"
     try:

@@ -31,3 +31,18 @@ def test_the_ruleset_starts_every_trial_without_egress():
     out = rules.split("chain out_of_trial")[1].split("}")[0]
     assert out.index('oifname "hx*" counter drop') < out.index("@egress_public")
     assert "169.254.0.0/16 counter drop" in out
+
+
+def test_the_host_answers_dns_only_for_a_bridge_with_public_egress():
+    chain = firewall.RULESET.split("chain from_trial")[1].split("}\n")[0]
+    dns = "iifname @egress_public meta l4proto { tcp, udp } th dport 53 accept"
+    assert dns in chain  # on the bridge's own address only: after the drop of any other
+    assert chain.index("fib daddr . iif type != local counter drop") < chain.index(dns)
+    assert chain.count("dport 53") == 1
+
+
+def test_uplinks_union_the_machine_setting_and_the_substrates_own():
+    from harness.config import Settings
+
+    settings = Settings(egress_uplinks=["eth9", "tvo1"])
+    assert egress.uplinks(settings, ["tvo1", "eth7"]) == ["eth9", "tvo1", "eth7"]

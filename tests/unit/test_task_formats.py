@@ -155,10 +155,17 @@ def test_infrabench_refusals(tmp_path):
                for p in found)
 
 
-def test_egress_modes_refused_where_the_substrate_cannot_enforce_them(tmp_path):
+def test_egress_modes_refused_where_the_substrate_cannot_enforce_them(tmp_path, monkeypatch):
+    from harness.substrates.libvirt import LibvirtClusterSubstrate
+
     toml = INFRABENCH.replace("[[environment.nodes]]", '[verifier]\nnetwork_mode = "public"\n'
                               "[[environment.nodes]]", 1)
-    found = problems(tmp_path, toml, dockerfile=False)
+    (tmp_path / "ok").mkdir()
+    ok = load_task(make(tmp_path / "ok", toml, dockerfile=False))
+    assert ok.network_policy("verifier").mode == "public"  # VMs enforce every mode
+    monkeypatch.setattr(LibvirtClusterSubstrate, "network_modes", ("no-network",))
+    (tmp_path / "refused").mkdir()
+    found = problems(tmp_path / "refused", toml, dockerfile=False)
     assert any("verifier.network: network mode 'public' is not available on the "
                "'vm-cluster' type (it supports: no-network)" in p for p in found)
 

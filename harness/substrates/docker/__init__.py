@@ -344,18 +344,10 @@ class DockerSubstrate(Substrate):
         network.release_subnet(spec.trial_id, self.config.pool)
 
     async def set_egress(self, trial_id: str, nodes: list[Node], policy) -> dict:
-        """The firewall's sets for the trial's bridge (`harness.substrates.egress`); an
-        allowlist's answers pinned into every node's /etc/hosts."""
-        pins = await asyncio.to_thread(egress.apply, bridge_name(trial_id), policy,
-                                       self.config.egress_uplinks)
-        if policy.mode == "allowlist":
-            for node in nodes:
-                res = await self.exec(node, egress.hosts_script(pins), 30,
-                                      env={"HARNESS_SOURCE": "harness"})
-                if not res.ok:
-                    raise SubstrateError("docker", f"cannot pin the allowlist into "
-                                         f"{node.name}:/etc/hosts: {res.stderr.strip()}")
-        return pins
+        """The firewall's sets for the trial's bridge, an allowlist's answers pinned into
+        every node's /etc/hosts (`egress.enforce`; public DNS is the engine's)."""
+        return await egress.enforce(self, bridge_name(trial_id), nodes, policy,
+                                    egress.uplinks(self.settings, self.config.egress_uplinks))
 
 
 def _exec_with_stdin(api, exec_id: str, data: bytes) -> tuple[bytes, bytes]:

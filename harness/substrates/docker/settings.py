@@ -10,8 +10,8 @@ from harness.config import load_settings
 class DockerSettings(BaseModel):
     """`host`: the engine endpoint (empty: the harness's own engine, see `engine`);
     `pool`/`prefix`: where trial subnets come from; `pids_limit`: per node;
-    `egress_uplinks`: interfaces a trial's egress (task network mode public/allowlist) may
-    leave through besides those of the host's default routes; `allow_unhardened`: run trials
+    `egress_uplinks`: as config.yaml's top-level `egress_uplinks` (kept here for configs
+    written before that key; both are used); `allow_unhardened`: run trials
     on an engine without the hardening the threat model needs (userns-remap, private cgroup
     namespaces, the hx-runc runtime), e.g. a laptop's own dockerd, at the user's risk."""
 

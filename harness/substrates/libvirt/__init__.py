@@ -35,7 +35,7 @@ from harness import owner
 from harness.config import LOCAL_BASE, Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import TrialPaths, provider_mirror
-from harness.substrates import firewall
+from harness.substrates import egress, firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import HOST_RESERVE_MB, host_memory_mb, nodes_from_inventory
 from harness.substrates.libvirt import bmc, doctor, host, naming, ssh
@@ -84,6 +84,7 @@ class LibvirtSubstrate(Substrate):
     engine: ClassVar[str] = "libvirt"
     endpoint_model: ClassVar[Any] = LibvirtURI
     backends: ClassVar[tuple[str, ...]] = ("libvirt", "qemu", "kvm")
+    network_modes: ClassVar[tuple[str, ...]] = ("no-network", "public", "allowlist")
 
     def __init__(self, name: str | None = None, uri: str = "qemu:///system",
                  domain_type: str | None = None, boot_timeout: float = 180.0,
@@ -201,7 +202,13 @@ class LibvirtSubstrate(Substrate):
         return str(naming.trial_subnet(spec.trial_id, taken))
 
     def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
-        """Module inputs; also creates the per-trial SSH key in the trial directory."""
+        """Module inputs; also creates the per-trial SSH key in the trial directory. A task
+        with egress in any phase gets an `open` network (the harness firewall gates each
+        phase); a trial without starts with none, whatever an earlier trial of the same id
+        left in the firewall's sets after a kill -9."""
+        needs_egress = bool(getattr(spec.task, "needs_egress", False))
+        if not needs_egress:
+            egress.clear(naming.bridge_name(spec.trial_id))
         disk = Path(spec.image) if spec.image else image_dir() / "disk.qcow2"
         kernel, initrd = kernel_paths(disk)
         root = spec.root.resolve()
@@ -214,6 +221,7 @@ class LibvirtSubstrate(Substrate):
             "trial_id": naming.trial_name(spec.trial_id), "campaign": spec.campaign,
             "owner": owner.tag(), "libvirt_uri": self.uri,
             "bridge_name": naming.bridge_name(spec.trial_id), "cidr": cidr,
+            "network_mode": "open" if needs_egress else "none",
             "domain_type": self.domain_type(), "base_image": str(disk.resolve()),
             "kernel": str(kernel.resolve()), "initrd": str(initrd.resolve()),
             "disk_dir": str(root / "vm" / "disks"), "console_log_dir": str(root / "vm"),
@@ -235,6 +243,8 @@ class LibvirtSubstrate(Substrate):
     def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
         ips = _output(tf_outputs, "nodes")
         logs = _output(tf_outputs, "console_logs", {})
+        cidr = _output(tf_outputs, "network", {}).get("cidr")
+        gateway = str(next(ipaddress.ip_network(cidr).hosts())) if cidr else ""
         key = str(ssh.key_path(spec.root.resolve()))
         order = [n["name"] for n in self._task_nodes(spec)]
         missing = [n for n in order if n not in ips]
@@ -242,7 +252,7 @@ class LibvirtSubstrate(Substrate):
             raise SubstrateError(self.name, f"terraform outputs lack nodes {missing}")
         return [Node(name=n, host=ips[n], cluster_ip=ips[n], primary=i == 0,
                      extra={"domain": naming.domain_name(spec.trial_id, n), "ssh_key": key,
-                            "console_log": logs.get(n, ""),
+                            "console_log": logs.get(n, ""), "gateway": gateway,
                             "bmc": bmc.read_config(spec.root.resolve(), n)})
                 for i, n in enumerate(order)]
 
@@ -297,6 +307,14 @@ class LibvirtSubstrate(Substrate):
             if not res.ok:
                 raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
         return dict(zip((n.name for n in nodes), took, strict=True))
+
+    async def set_egress(self, trial_id: str, nodes: list[Node], policy) -> dict:
+        """The firewall's sets for the trial's bridge (`egress.enforce`): an allowlist's
+        answers pinned into every node's /etc/hosts; in public mode the nodes resolve
+        through libvirt's dnsmasq on the bridge's own address."""
+        gateway = next((n.extra.get("gateway") for n in nodes if n.extra.get("gateway")), None)
+        return await egress.enforce(self, naming.bridge_name(trial_id), nodes, policy,
+                                    egress.uplinks(self.settings), resolver=gateway)
 
     async def power(self, node: Node, action: str) -> str:
         """Through the node's virtual BMC (real IPMI) when it has one, else libvirt."""
@@ -363,6 +381,8 @@ class LibvirtSubstrate(Substrate):
               force: bool = False) -> list[str]:
         if trial:
             ssh.close_masters(trial)
+            if force or not owner.run_elsewhere(trial):
+                egress.clear(naming.bridge_name(trial))
         return (host.leftovers(self.uri, campaign, trial, remove=True, force=force)
                 + bmc.leftovers(campaign, trial, remove=True, force=force))
 

@@ -36,7 +36,7 @@ locals {
 
 resource "libvirt_network" "this" {
   name      = local.prefix
-  mode      = "none"
+  mode      = var.network_mode
   bridge    = var.bridge_name
   addresses = [var.cidr]
   autostart = false

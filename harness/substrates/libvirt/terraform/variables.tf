@@ -52,6 +52,17 @@ variable "cidr" {
   }
 }
 
+variable "network_mode" {
+  description = "libvirt forward mode of the trial network: none (isolated: libvirt's own rules reject forwarding) or open (no libvirt rules; the harness firewall decides, per phase, what a task with egress may reach)."
+  type        = string
+  default     = "none"
+
+  validation {
+    condition     = contains(["none", "open"], var.network_mode)
+    error_message = "network_mode must be none or open."
+  }
+}
+
 variable "domain_type" {
   description = "libvirt domain type: kvm when /dev/kvm really works, else qemu (TCG)."
   type        = string
