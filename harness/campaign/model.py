@@ -164,8 +164,9 @@ def _matches(task: Task, sel: TaskSelector) -> bool:
             and (sel.difficulty is None or meta.difficulty in sel.difficulty))
 
 
-def resolve_tasks(camp: CampaignFile, base: Path) -> list[Task]:
-    """Expand paths, globs and filters into validated tasks (sorted, de-duplicated)."""
+def resolve_tasks(camp: CampaignFile, base: Path, settings=None) -> list[Task]:
+    """Expand paths, globs and filters into validated tasks (sorted, de-duplicated);
+    `settings`: the machine's with the campaign's overrides (image_overrides)."""
     found: dict[Path, Task] = {}
     problems: list[str] = []
     for i, entry in enumerate(camp.tasks):
@@ -177,7 +178,7 @@ def resolve_tasks(camp: CampaignFile, base: Path) -> list[Task]:
             raise InputError(f"{sel.path!r} matches no task directory", key=f"tasks[{i}]")
         for d in dirs:
             try:
-                task = load_task(d)
+                task = load_task(d, settings=settings)
             except TaskError as exc:
                 problems += exc.problems
                 continue

@@ -26,12 +26,18 @@ from harness.tools.ansible import write_inventory
 from harness.tools.terraform import render_root, required_providers, write_root
 
 
-def substrates_for(camp: CampaignFile, trials: list[PlannedTrial]) -> dict[str, Any]:
-    """One substrate object per name used, with the campaign's image overrides."""
+def campaign_settings(camp: CampaignFile):
+    """The machine's settings with the campaign's image overrides on top."""
     settings = load_settings()
     if camp.image_overrides:
         settings = settings.model_copy(update={"image_overrides": {
             **settings.image_overrides, **camp.image_overrides}})
+    return settings
+
+
+def substrates_for(camp: CampaignFile, trials: list[PlannedTrial]) -> dict[str, Any]:
+    """One substrate object per name used, with the campaign's image overrides."""
+    settings = campaign_settings(camp)
     return {name: get_substrate(name, settings=settings)
             for name in sorted({t.substrate for t in trials})}
 
@@ -53,7 +59,7 @@ def plan_campaign(file: Path, out: Path | None = None, shard: str = "") -> dict[
     """Validate and render the campaign into its run dir; return the plan summary
     (`shard`: the lock of `apply --shard K/N` is taken instead of the run dir's)."""
     camp, text = load_campaign(file)
-    tasks = resolve_tasks(camp, file.parent)
+    tasks = resolve_tasks(camp, file.parent, campaign_settings(camp))
     agents = {}
     for a in camp.agents:
         resolve_secrets(a)  # a `${VAR}` that is not set fails now, not at apply

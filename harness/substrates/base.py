@@ -167,8 +167,9 @@ class Substrate(ABC):
     # -- documented defaults ---------------------------------------------------------
 
     @classmethod
-    def validate_task(cls, config, root: Path) -> list[str]:
-        """Problems of a task.toml for this substrate, one line each (`file: key: why`)."""
+    def validate_task(cls, config, root: Path, settings=None) -> list[str]:
+        """Problems of a task.toml for this substrate, one line each (`file: key: why`);
+        `settings`: config.yaml's, with a campaign's overrides when it loads the task."""
         return []
 
     @classmethod

@@ -9,7 +9,8 @@ read as they are written, normalised into the harness's own task.toml model.
   the tables `[environment.network]`, `[agent.network]`, `[agent.setup_network]`,
   `[verifier.network]` (`mode`, `allowed_hosts` or `hosts`), and `allow_internet`, become one
   `NetworkPolicy` per phase; a string `[environment] network` stays a subnet (CIDR);
-- InfraBench `vm_backend` is checked here against the backends substrates declare.
+- InfraBench `vm_backend` is checked here against the backends substrates declare (and
+  kept, lowercased, for the substrate: `qemu` runs VMs under TCG, `kvm` asks for KVM).
 
 `task_format(raw)` says which runtime semantics a task gets (README, "Task formats").
 """
@@ -143,6 +144,8 @@ def normalize(raw: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]
             problems.append(("environment.vm_backend",
                              f"got {backend!r}; no substrate here has that backend "
                              f"(valid: {', '.join(substrates.backends())})"))
+        elif backend is not None:
+            env["vm_backend"] = str(backend).lower()
     if "steps" in raw:
         problems.append(("steps", "multi-step Harbor tasks ([[steps]]) are not run by this "
                          "harness yet; valid: one instruction.md and tests/test.sh"))

@@ -68,6 +68,67 @@ def _unknown_keys(model: BaseModel, prefix: str = "") -> list[str]:
     return found
 
 
+# keys of the published formats that change nothing at run time (descriptive only)
+INFORMATIONAL = frozenset({"source", "split", "task.description", "task.authors",
+                           "task.keywords"})
+# keys of the published formats this harness knows and refuses, with the reason
+REFUSED = {
+    "environment.env": "environment variables of the sandbox are not set by this harness "
+                       "(valid: [verifier.env] for test.sh, [solution.env] for solve.sh)",
+    "environment.tpu": "no substrate here has TPUs (valid: unset)",
+    "verifier.environment": "a separate verifier sandbox is not run by this harness; test.sh "
+                            "runs in the task's own environment (valid: unset)",
+}
+
+
+# model fields no task.toml spells, and the published spellings of each section's keys
+INTERNAL = frozenset({"network_policy"})
+SPELLINGS = {
+    "environment": {"memory", "storage", "network_mode", "allowed_hosts", "allow_internet",
+                    "os"},
+    "environment.nodes": {"memory", "storage"},
+    "agent": {"network_mode", "allowed_hosts", "user"},
+    "verifier": {"network_mode", "allowed_hosts", "user"},
+}
+
+
+def foreign_key_problems(config: BaseModel, fmt: str, prefix: str = ""
+                         ) -> list[tuple[str, str]]:
+    """(dotted key, why) for each key of a Harbor or InfraBench task.toml that this harness
+    neither honours nor knows to be descriptive: such a key would change what the task
+    means without the harness doing it, so it is refused, not kept. `[metadata]` is free
+    form; `environment.os` may say linux."""
+    found = []
+    for key, value in (config.model_extra or {}).items():
+        dotted = f"{prefix}{key}"
+        if dotted in INFORMATIONAL or (dotted == "environment.os"
+                                       and str(value).lower() == "linux"):
+            continue
+        if dotted in REFUSED:
+            found.append((dotted, REFUSED[dotted]))
+            continue
+        if dotted == "environment.os":
+            found.append((dotted, f"got {value!r}; nodes here run Linux (valid: \"linux\")"))
+            continue
+        keys = sorted((set(type(config).model_fields) - INTERNAL)
+                      | SPELLINGS.get(prefix.split("[")[0].rstrip("."), set()))
+        valid = ", ".join(keys)
+        near = difflib.get_close_matches(key, keys, n=1, cutoff=0.75)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        found.append((dotted, f"not a key this harness runs for {fmt} tasks; refused rather "
+                      f"than ignored ({hint}valid here: {valid})"))
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if name == "metadata" and not prefix:
+            continue
+        items = value if isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            if isinstance(item, BaseModel):
+                sub = f"{prefix}{name}[{i}]." if isinstance(value, list) else f"{prefix}{name}."
+                found += foreign_key_problems(item, fmt, sub)
+    return found
+
+
 def read_text(path: Path) -> str:
     """A task file as UTF-8 text; TaskError naming the file and the first bad byte."""
     data = path.read_bytes()
@@ -78,8 +139,9 @@ def read_text(path: Path) -> str:
                          f"{exc.start}); save it as UTF-8"]) from None
 
 
-def load_task(path: str | Path) -> Task:
-    """Load and validate a task directory; raise TaskError listing every problem."""
+def load_task(path: str | Path, settings=None) -> Task:
+    """Load and validate a task directory; raise TaskError listing every problem.
+    `settings` (default: config.yaml's) maps base images for the substrate's checks."""
     root = Path(path).resolve()
     toml_path = root / "task.toml"
     problems: list[str] = []
@@ -115,17 +177,22 @@ def load_task(path: str | Path) -> Task:
         problems.append(f"{test_sh}: missing (the verifier writes /logs/verifier/reward.txt "
                         "or reward.json)")
     if config is not None:
-        problems += _check_environment(root, config)
+        problems += _check_environment(root, config, settings)
     if problems:
         raise TaskError(problems)
     assert config is not None
-    warnings = [f"{toml_path}: unknown key '{k} kept" for k in _unknown_keys(config)]
+    if fmt != "harness":
+        foreign = [f"{toml_path}: {key}: {why}" for key, why in foreign_key_problems(config, fmt)]
+        if foreign:
+            raise TaskError(foreign)
+    warnings = [] if fmt != "harness" else [  # (a foreign key left over is descriptive)
+        f"{toml_path}: unknown key '{k} kept" for k in _unknown_keys(config)]
     name = config.task.name or root.name
     return Task(path=root, name=name, config=config, instruction=instruction,
                 sha256=content_sha256(root), format=fmt, warnings=warnings)
 
 
-def _check_environment(root: Path, config: TaskToml) -> list[str]:
+def _check_environment(root: Path, config: TaskToml, settings=None) -> list[str]:
     env = config.environment
     toml_path = root / "task.toml"
     problems = []
@@ -154,7 +221,11 @@ def _check_environment(root: Path, config: TaskToml) -> list[str]:
                         + alt)
     else:
         sub = substrates.substrate_class(substrates.for_env_type(env.type))
-        problems += sub.validate_task(config, root)
+        problems += sub.validate_task(config, root, settings)
+        if env.vm_backend and env.vm_backend not in sub.backends:
+            problems.append(f"{toml_path}: environment.vm_backend: {env.vm_backend!r} is not "
+                            f"a backend of the {env.type!r} type (it has: "
+                            f"{', '.join(sub.backends) or 'none; remove the key'})")
         for node in env.nodes:
             extra = sorted((node.model_fields_set - COMMON_NODE_KEYS) - set(sub.node_fields))
             if extra:

@@ -52,6 +52,9 @@ def _timeout(default: float) -> Any:
 
 class AgentSection(_Section):
     timeout_sec: float = _timeout(1800.0)
+    setup_timeout_sec: float | None = Field(
+        default=None, gt=0, le=MAX_TIMEOUT_SEC, allow_inf_nan=False,
+        description="Harbor: a limit on the agent's set-up (default: none)")
     network: NetworkPolicy | None = Field(
         default=None, description="Egress in the agent window (default: the environment's)")
     setup_network: NetworkPolicy | None = Field(
@@ -129,6 +132,8 @@ class EnvironmentSection(_Section):
     gpu_types: list[str] = Field(default_factory=list)
     mcp_servers: list[Any] = Field(default_factory=list)
     build_timeout_sec: float = _timeout(900.0)
+    vm_backend: str | None = Field(default=None, description="InfraBench: one of the "
+                                   "backends the task type's substrate declares")
     nodes: list[NodeSpec] = Field(default_factory=list)
     ansible: AnsibleSection = Field(default_factory=AnsibleSection)
 

@@ -290,6 +290,23 @@ class Trial:
         nodes = self.env.nodes if self.env is not None else []
         pins = await self.substrate.set_egress(self.trial_id, nodes, policy)
         self.event("network.egress", phase=phase, mode=policy.mode, pinned=pins)
+        unresolved = [host for host, addrs in pins.items() if not addrs]
+        if unresolved and nodes:  # (before provisioning the names are resolved again)
+            note = (f"{phase}: allowed host(s) {', '.join(unresolved)} did not resolve on this "
+                    "host when the phase started; the nodes cannot reach them")
+            if note not in self.warnings:
+                self.warnings.append(note)
+
+    async def _agent_setup(self) -> None:
+        """The agent's set-up, within the task's `agent.setup_timeout_sec` when it sets one."""
+        limit = self.task.config.agent.setup_timeout_sec
+        try:
+            await asyncio.wait_for(self.agent.setup(self.env), limit)
+        except TimeoutError:
+            if limit is None:
+                raise
+            raise TimeoutError(f"the agent's set-up took longer than agent.setup_timeout_sec "
+                               f"= {limit:g} s (task.toml)") from None
 
     async def _pre_window(self) -> None:
         try:
@@ -303,7 +320,7 @@ class Trial:
         await self._setup_and_bootstrap()
         try:
             await self._egress("agent_setup")
-            await self._phase("agent_setup", self.agent.setup(self.env))
+            await self._phase("agent_setup", self._agent_setup())
         except Exception as exc:
             raise PreWindowError("agent_setup", exc) from exc
         try:

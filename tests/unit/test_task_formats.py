@@ -286,3 +286,114 @@ def test_harbor_compose_tasks_and_doubled_network_keys_are_refused(tmp_path):
     found = problems(tmp_path / "b", doubled)
     assert any("environment.allow_internet: set beside [environment.network]" in p
                for p in found), found
+
+
+def test_foreign_keys_are_honoured_described_or_refused_never_kept(tmp_path):
+    """Descriptive keys pass; a key that would change the task is refused with the key and
+    what is valid (not kept with a warning, as in the harness's own format)."""
+    ok = HARBOR.replace('version = "1.0"\n', 'version = "1.0"\nsource = "tb2"\nsplit = "test"\n'
+                        '[task]\ndescription = "d"\nkeywords = ["k"]\n') \
+        + 'os = "linux"\n'
+    (tmp_path / "ok").mkdir()
+    ok = ok.replace("[metadata]\n", "[metadata]\nanything = 1\n")
+    task = load_task(make(tmp_path / "ok", ok))
+    assert task.warnings == []
+    bad = HARBOR + 'os = "windows"\nworkdir = "/app"\n[environment.env]\nTOKEN = "x"\n' \
+        '[verifier.environment]\ncpus = 2\n'
+    (tmp_path / "bad").mkdir()
+    found = problems(tmp_path / "bad", bad)
+    assert any("environment.os: got 'windows'" in p and '"linux"' in p for p in found)
+    assert any("environment.workdir: not a key this harness runs for harbor tasks" in p
+               and "valid here: " in p and "memory, memory_mb" in p for p in found)
+    assert any("environment.env: environment variables of the sandbox" in p
+               and "[verifier.env]" in p for p in found)
+    assert any("verifier.environment: a separate verifier sandbox" in p for p in found)
+    (tmp_path / "ib").mkdir()
+    found = problems(tmp_path / "ib", INFRABENCH.replace("[environment]\n", "[environment]\n"
+                                                         "pool = \"x\"\n"), dockerfile=False)
+    assert any("environment.pool: not a key this harness runs for infrabench tasks" in p
+               for p in found), found
+
+
+def test_agent_setup_timeout_is_honoured():
+    import asyncio
+    from types import SimpleNamespace
+
+    from harness.trial.trial import Trial
+
+    class SlowSetup:
+        async def setup(self, env):
+            await asyncio.sleep(30)
+
+    task = load_task_config({"agent": {"setup_timeout_sec": 0.2}})
+    trial = SimpleNamespace(task=SimpleNamespace(config=task), agent=SlowSetup(), env=None)
+    with pytest.raises(TimeoutError, match=r"agent.setup_timeout_sec = 0.2 s"):
+        asyncio.run(Trial._agent_setup(trial))
+
+
+def load_task_config(raw: dict):
+    from harness.task.model import TaskToml
+
+    return TaskToml.model_validate(raw)
+
+
+def test_vm_backend_is_kept_for_the_substrate_and_checked_per_type(tmp_path):
+    from harness.substrates.libvirt import LibvirtClusterSubstrate
+
+    (tmp_path / "qemu").mkdir()
+    task = load_task(make(tmp_path / "qemu", INFRABENCH.replace('"libvirt"', '"QEMU"'),
+                          dockerfile=False))
+    assert task.env.vm_backend == "qemu"
+    sub = LibvirtClusterSubstrate(domain_type="kvm")
+    assert sub._task_domain_type(task) == "qemu" and sub.image_warnings(task) == []
+    (tmp_path / "kvm").mkdir()
+    kvm = load_task(make(tmp_path / "kvm", INFRABENCH.replace('"libvirt"', '"kvm"'),
+                         dockerfile=False))
+    tcg = LibvirtClusterSubstrate(domain_type="qemu")
+    assert tcg._task_domain_type(kvm) == "qemu"
+    assert any("vm_backend 'kvm'" in w and "TCG" in w for w in tcg.image_warnings(kvm))
+    assert LibvirtClusterSubstrate(domain_type="kvm")._task_domain_type(kvm) == "kvm"
+    (tmp_path / "docker").mkdir()
+    found = problems(tmp_path / "docker", HARBOR + 'vm_backend = "qemu"\n')
+    assert any("environment.vm_backend: 'qemu' is not a backend of the 'docker' type" in p
+               for p in found)
+
+
+def test_a_campaigns_image_overrides_rescue_an_unmapped_vm_base_image(tmp_path):
+    from harness.campaign.model import CampaignFile, resolve_tasks
+    from harness.campaign.plan import campaign_settings
+    from harness.config import LOCAL_BASE
+
+    toml = INFRABENCH.replace('"debian-12"', '"rocky-9"')
+    root = make(tmp_path, toml, dockerfile=False)
+    (tmp_path / "again").mkdir()
+    assert any("environment.base_image: 'rocky-9' has no VM image" in p
+               and "campaign file" in p for p in problems(tmp_path / "again", toml,
+                                                          dockerfile=False))
+    camp = CampaignFile.model_validate({
+        "name": "c", "tasks": [str(root)], "agents": [{"name": "nop"}],
+        "image_overrides": {"rocky-*": LOCAL_BASE}})
+    [task] = resolve_tasks(camp, tmp_path, campaign_settings(camp))
+    assert task.base_image == "rocky-9"
+
+
+def test_an_allowlist_name_that_does_not_resolve_is_a_trial_warning():
+    import asyncio
+    from types import SimpleNamespace
+
+    from harness.trial.trial import Trial
+
+    class Sub:
+        async def set_egress(self, trial_id, nodes, policy):
+            return {"gone.invalid": [], "10.0.0.1": ["10.0.0.1"]}
+
+    policy = NetworkPolicy(mode="allowlist", allowed_hosts=["gone.invalid", "10.0.0.1"])
+    events = []
+    trial = SimpleNamespace(
+        task=SimpleNamespace(needs_egress=True, network_policy=lambda phase: policy),
+        env=SimpleNamespace(nodes=["n"]), substrate=Sub(), trial_id="t", warnings=[],
+        event=lambda name, **kw: events.append((name, kw)))
+    asyncio.run(Trial._egress(trial, "agent"))
+    assert events[0][0] == "network.egress" and events[0][1]["pinned"]["gone.invalid"] == []
+    assert trial.warnings == ["agent: allowed host(s) gone.invalid did not resolve on this "
+                              "host when the phase started; the nodes cannot reach them"]

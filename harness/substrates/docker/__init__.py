@@ -98,7 +98,7 @@ class DockerSubstrate(Substrate):
         return {"docker": {"host": self.host}}
 
     @classmethod
-    def validate_task(cls, config, root: Path) -> list[str]:
+    def validate_task(cls, config, root: Path, settings=None) -> list[str]:
         env = config.environment
         if not (root / "environment" / "Dockerfile").is_file() and not env.base_image:
             return [f"{root / 'environment' / 'Dockerfile'}: missing (a docker task needs "

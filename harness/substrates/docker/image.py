@@ -93,7 +93,8 @@ def image_tag(client, task, settings: Settings) -> tuple[str, bytes, Path | None
             digest += client.images.get(ref).id
         except docker.errors.ImageNotFound as exc:
             hint = ("run `harness image build --kind docker`" if ref == DOCKER_BASE else
-                    "map it to a local base with image_overrides in config.yaml")
+                    "map it to a local base with image_overrides in config.yaml or the "
+                    "campaign file")
             raise PreflightError(f"{dockerfile or 'base_image'}: base image {ref!r} is not "
                                  f"present locally and no registry is used; {hint}") from exc
     tag = f"hx-task/{_slug(task.name)}:{hashlib.sha256(digest.encode()).hexdigest()[:12]}"

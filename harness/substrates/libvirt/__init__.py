@@ -122,21 +122,34 @@ class LibvirtSubstrate(Substrate):
         return HERE / "terraform"
 
     @classmethod
-    def validate_task(cls, config, root: Path) -> list[str]:
+    def validate_task(cls, config, root: Path, settings=None) -> list[str]:
         nodes = config.environment.nodes
         if len(nodes) > cls.max_nodes:
             return [f"{root / 'task.toml'}: environment.nodes: {len(nodes)} nodes; the "
                     f"{cls.name} type runs {cls.max_nodes} (use vm-cluster)"]
         ref = config.environment.base_image
-        if ref and load_settings().map_image(ref) != LOCAL_BASE:
+        if ref and (settings or load_settings()).map_image(ref) != LOCAL_BASE:
             return [f"{root / 'task.toml'}: environment.base_image: {ref!r} has no VM image "
                     f"here; VMs boot the Debian 12 qcow2 ({LOCAL_BASE}): map the name to it "
-                    "with image_overrides in config.yaml, or leave base_image unset"]
+                    "with image_overrides (config.yaml or the campaign file), or leave "
+                    "base_image unset"]
         return []
 
     def image_warnings(self, task) -> list[str]:
+        """A base image mapped to another distribution; `vm_backend = "kvm"` on a host
+        whose VMs run under TCG."""
         note = self.settings.mapping_note(task.base_image) if task.base_image else None
-        return [note] if note else []
+        notes = [note] if note else []
+        backend = getattr(getattr(task, "env", None), "vm_backend", None)
+        if backend == "kvm" and self.domain_type() != "kvm":
+            notes.append("vm_backend 'kvm' asked for; KVM does not work on this host, so the "
+                         "VMs run under TCG (domain type qemu): slower, the same guests")
+        return notes
+
+    def _task_domain_type(self, task) -> str:
+        """`qemu` (TCG) when the task's `vm_backend` says so, else the host's best."""
+        backend = getattr(getattr(task, "env", None), "vm_backend", None)
+        return "qemu" if backend == "qemu" else self.domain_type()
 
     @classmethod
     def scaffold(cls, env_dir: Path) -> str:
@@ -222,7 +235,7 @@ class LibvirtSubstrate(Substrate):
             "owner": owner.tag(), "libvirt_uri": self.uri,
             "bridge_name": naming.bridge_name(spec.trial_id), "cidr": cidr,
             "network_mode": "open" if needs_egress else "none",
-            "domain_type": self.domain_type(), "base_image": str(disk.resolve()),
+            "domain_type": self._task_domain_type(spec.task), "base_image": str(disk.resolve()),
             "kernel": str(kernel.resolve()), "initrd": str(initrd.resolve()),
             "disk_dir": str(root / "vm" / "disks"), "console_log_dir": str(root / "vm"),
             "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
@@ -431,8 +444,8 @@ class LibvirtClusterSubstrate(LibvirtSubstrate):
     stands_in_for: ClassVar[tuple[str, ...]] = ("cloudlab", "baremetal")
 
     @classmethod
-    def validate_task(cls, config, root: Path) -> list[str]:
+    def validate_task(cls, config, root: Path, settings=None) -> list[str]:
         if len(config.environment.nodes) < 2:
             return [f"{root / 'task.toml'}: environment.nodes: a vm-cluster needs at least 2 "
                     "[[environment.nodes]] entries"]
-        return super().validate_task(config, root)
+        return super().validate_task(config, root, settings)
