@@ -2,7 +2,8 @@
 InfraBench vm-cluster task (bootstrap.sh on the primary only, password-less root SSH from
 it to node1, the syscraft cluster-info helpers called without arguments under
 `set -euo pipefail`; one cheap 2-node oracle trial) and a VM task with a network mode per
-phase against the stand-in outside (`tests/integration/outside.py`)."""
+phase (and a storage size beyond the image's) against the stand-in outside
+(`tests/integration/outside.py`)."""
 
 from __future__ import annotations
 

@@ -68,3 +68,23 @@ def test_bmc_nodes_get_config_vars_and_inventory(tmp_path, monkeypatch):
     assert "harness_bmc" not in hosts["node0"]
     assert hosts["node1"]["harness_bmc"].startswith("10.99.0.1:")
     assert sub.inventory(s, nodes)["all"]["vars"]["harness_trial_id"] == "t-0002"
+
+
+def test_a_task_storage_beyond_the_image_grows_the_root_disk_and_boots_cold(tmp_path):
+    """storage_mb (set by the task) above the image's virtual size: root_mb and a cold
+    start (snapshot templates have the image's size); at or below it: the image as it is."""
+    import subprocess
+
+    disk = tmp_path / "disk.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "64M"], check=True)
+    sub = LibvirtClusterSubstrate(domain_type="qemu")
+    env = SimpleNamespace(cpus=1, memory_mb=512, storage_mb=128,
+                          model_fields_set={"storage_mb"})
+    t = SimpleNamespace(name="demo", network=None, env=env,
+                        nodes=[node("a"), SimpleNamespace(**vars(node("b")), storage_mb=32)])
+    s = TrialSpec(trial_id="t-0003", campaign="vm-unit", task=t, root=tmp_path, image=str(disk))
+    got = sub._task_nodes(s)
+    assert got[0]["root_mb"] == 128 and got[0]["start"] == "cold"
+    assert "root_mb" not in got[1] and "start" not in got[1]
+    env.model_fields_set = set()  # the default storage_mb is not the task's ask
+    assert all("root_mb" not in n for n in sub._task_nodes(s))

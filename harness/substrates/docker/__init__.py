@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import shutil
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
@@ -159,9 +160,29 @@ class DockerSubstrate(Substrate):
         same id (same bridge name) left in the firewall's sets after a kill -9."""
         if not spec.task.needs_egress:
             egress.clear(bridge_name(spec.trial_id))
+        self._check_storage(spec.task)
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
                                         self.config.prefix, spec.task.network)
         return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
+
+    def _check_storage(self, task) -> None:
+        """A task's storage (`storage`/`storage_mb`, set by the task) is a reservation on
+        docker, not a quota (overlay2 on ext4 has no per-container limit): the nodes
+        together need that much free space in the engine's data root, checked when the
+        engine is on this machine."""
+        env = getattr(task, "env", None)
+        if env is None or not self.host.startswith("unix://"):
+            return
+        default = env.storage_mb if "storage_mb" in env.model_fields_set else 0
+        need = sum(getattr(n, "storage_mb", None) or default for n in task.nodes)
+        if not need:
+            return
+        root = self.client.info().get("DockerRootDir") or "/"
+        free = shutil.disk_usage(root).free // (1024 * 1024)
+        if free < need:
+            raise InputError(f"task {task.name} asks for {need} MB of storage (storage / "
+                             f"storage_mb in task.toml); the engine's data root {root} has "
+                             f"{free} MB free", key="environment.storage_mb")
 
     def image_warnings(self, task) -> list[str]:
         refs = [task.base_image] if task.base_image and not task.dockerfile else []

@@ -195,14 +195,29 @@ class LibvirtSubstrate(Substrate):
         env = getattr(spec.task, "env", None)
         cpus = getattr(env, "cpus", None) or DEFAULT_CPUS
         memory = getattr(env, "memory_mb", None) or DEFAULT_MEMORY_MB
+        storage = env.storage_mb if "storage_mb" in getattr(env, "model_fields_set", ()) \
+            else None
         if not task_nodes:
-            return [{"name": "node1", **clamp(spec, "node1", cpus, memory)}]
+            return [{"name": "node1", **clamp(spec, "node1", cpus, memory),
+                     **self._root(spec, storage)}]
         return [{"name": n.name, **clamp(spec, n.name, getattr(n, "cpus", None) or cpus,
                                          getattr(n, "memory_mb", None) or memory),
                  **({"data_disks_mb": list(n.data_disks)} if getattr(n, "data_disks", None)
                     else {}),
-                 **({"start": n.vm_start} if getattr(n, "vm_start", None) else {})}
+                 **({"start": n.vm_start} if getattr(n, "vm_start", None) else {}),
+                 **self._root(spec, getattr(n, "storage_mb", None) or storage)}
                 for n in task_nodes]
+
+    def _root(self, spec: TrialSpec, storage_mb: int | None) -> dict[str, Any]:
+        """A root disk of `storage_mb` (the task's storage) when that is more than the
+        image has: the overlay is made that big, the node boots cold (a snapshot template
+        has the image's size) and `wait_ready` grows the filesystem."""
+        if not storage_mb:
+            return {}
+        disk = Path(spec.image) if spec.image else image_dir() / "disk.qcow2"
+        if not disk.exists() or storage_mb <= host.virtual_size_mb(disk):
+            return {}
+        return {"root_mb": int(storage_mb), "start": "cold"}
 
     def _cidr(self, spec: TrialSpec) -> str:
         pinned = getattr(spec.task, "network", None)
@@ -259,12 +274,15 @@ class LibvirtSubstrate(Substrate):
         cidr = _output(tf_outputs, "network", {}).get("cidr")
         gateway = str(next(ipaddress.ip_network(cidr).hosts())) if cidr else ""
         key = str(ssh.key_path(spec.root.resolve()))
-        order = [n["name"] for n in self._task_nodes(spec)]
+        planned = self._task_nodes(spec)
+        order = [n["name"] for n in planned]
+        grown = {n["name"] for n in planned if n.get("root_mb")}
         missing = [n for n in order if n not in ips]
         if missing:
             raise SubstrateError(self.name, f"terraform outputs lack nodes {missing}")
         return [Node(name=n, host=ips[n], cluster_ip=ips[n], primary=i == 0,
                      extra={"domain": naming.domain_name(spec.trial_id, n), "ssh_key": key,
+                            **({"grow_root": True} if n in grown else {}),
                             "console_log": logs.get(n, ""), "gateway": gateway,
                             "bmc": bmc.read_config(spec.root.resolve(), n)})
                 for i, n in enumerate(order)]
@@ -305,11 +323,18 @@ class LibvirtSubstrate(Substrate):
         await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest)
 
     async def wait_ready(self, nodes: list[Node], timeout: float | None = None) -> dict[str, float]:
-        """Wait until every node answers over SSH (seconds per node); then give the primary
-        the BMC credentials in the root-only /etc/harness/bmc-credentials."""
+        """Wait until every node answers over SSH (seconds per node); grow the root
+        filesystem of a node whose disk was made bigger (the task's storage); then give the
+        primary the BMC credentials in the root-only /etc/harness/bmc-credentials."""
         limit = timeout or self.boot_timeout
         took = await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), limit)
                                       for n in nodes))
+        for node in nodes:
+            if node.extra.get("grow_root"):
+                res = await self.exec(node, "resize2fs /dev/vda", 120)
+                if not res.ok:
+                    raise SubstrateError(self.name, f"growing {node.name}'s root filesystem "
+                                         "to the task's storage failed", res.stderr)
         creds = "".join(f"{n.name}_bmc={c['address']}:{c['port']}\n{n.name}_bmc_user={c['user']}"
                         f"\n{n.name}_bmc_password={c['password']}\n"
                         for n in nodes if (c := n.extra.get("bmc")))

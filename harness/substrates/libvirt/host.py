@@ -7,6 +7,7 @@ so the helpers are safe to run in worker threads (`asyncio.to_thread`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import os
@@ -240,6 +241,20 @@ def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
             if remove:
                 subprocess.run(["ip", "link", "del", br], capture_output=True)
     return found
+
+
+@functools.lru_cache(maxsize=32)
+def _virtual_size_mb(path: str, mtime_ns: int) -> int:
+    proc = subprocess.run(["qemu-img", "info", "--output", "json", "-U", path],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PreflightError(f"qemu-img info {path}: {proc.stderr.strip()[-300:]}")
+    return int(json.loads(proc.stdout)["virtual-size"]) // (1024 * 1024)
+
+
+def virtual_size_mb(disk: Path) -> int:
+    """The virtual size of a disk image in MiB."""
+    return _virtual_size_mb(str(disk), disk.stat().st_mtime_ns)
 
 
 def host_bridges() -> list[str]:

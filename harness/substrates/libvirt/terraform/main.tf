@@ -18,6 +18,7 @@ locals {
       console_log = "${var.console_log_dir}/${local.prefix}-${n.name}-console.log"
       start       = n.start
       data_mb     = n.data_disks_mb
+      root_mb     = n.root_mb
     }
   }
   hosts_file   = join("", concat(["127.0.0.1\tlocalhost\n"], [for name, n in local.nodes : "${n.ip}\t${name}\n"]))
@@ -65,7 +66,7 @@ resource "terraform_data" "disks" {
     seed    = each.value.seed
     data    = [for d in each.value.data : d.path]
   }
-  triggers_replace = [var.base_image, var.ssh_public_key, local.hosts_file, each.value.data]
+  triggers_replace = [var.base_image, var.ssh_public_key, local.hosts_file, each.value.data, each.value.root_mb]
 
   provisioner "local-exec" {
     command = "${path.module}/files/make-disks.sh"
@@ -80,6 +81,7 @@ resource "terraform_data" "disks" {
       HX_URI             = var.libvirt_uri
       HX_POOL            = libvirt_pool.this.name
       HX_DATA            = join("", [for d in each.value.data : "${d.path} ${d.mb}\n"])
+      HX_ROOT_MB         = each.value.root_mb
     }
   }
 

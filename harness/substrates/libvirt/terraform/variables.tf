@@ -111,7 +111,7 @@ variable "ssh_public_key" {
 }
 
 variable "nodes" {
-  description = "Nodes by name, in order (the first is the primary). ip and mac default to cidrhost(cidr, 10 + index) and a MAC derived from the trial and node; data_disks_mb adds blank qcow2 data disks (vdc, vdd, ...) of those sizes; start is snapshot (restore a booted template of the node's shape, cold when that fails) or cold."
+  description = "Nodes by name, in order (the first is the primary). ip and mac default to cidrhost(cidr, 10 + index) and a MAC derived from the trial and node; data_disks_mb adds blank qcow2 data disks (vdc, vdd, ...) of those sizes; root_mb (0: the base image's size) grows the root disk; start is snapshot (restore a booted template of the node's shape, cold when that fails) or cold."
   type = list(object({
     name          = string
     vcpu          = optional(number, 1)
@@ -119,6 +119,7 @@ variable "nodes" {
     ip            = optional(string)
     mac           = optional(string)
     data_disks_mb = optional(list(number), [])
+    root_mb       = optional(number, 0)
     start         = optional(string, "snapshot")
   }))
 

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Make one node's disks: a qcow2 overlay on the cached base image, a tiny ext4 seed
+# Make one node's disks: a qcow2 overlay on the cached base image (HX_ROOT_MB > 0: that
+# big, grown beyond the base; the harness grows the filesystem once the node is up), a tiny ext4 seed
 # disk (label HXSEED) that the image's harness-seed.service applies at boot, and blank
 # qcow2 data disks ("path size_mb" lines in HX_DATA); then let the trial's storage pool
 # see them (the provider finds domain disks through the pool).
@@ -7,7 +8,9 @@ set -eu
 mkdir -p "$(dirname "$HX_OVERLAY")"
 rm -f "$HX_OVERLAY" "$HX_SEED"
 truncate -s 4M "$HX_SEED"
-qemu-img create -q -f qcow2 -F qcow2 -b "$HX_BASE" "$HX_OVERLAY"
+size=""
+[ "${HX_ROOT_MB:-0}" -gt 0 ] && size="${HX_ROOT_MB}M"
+qemu-img create -q -f qcow2 -F qcow2 -b "$HX_BASE" "$HX_OVERLAY" $size
 printf '%s' "${HX_DATA:-}" | while read -r path mb; do
     [ -n "$path" ] || continue
     rm -f "$path"

@@ -22,10 +22,13 @@ PY
 val() { sed -n "s/^$1=//p" /root/probes.txt 2>/dev/null; }
 yes() { [ "$(val "$1")" = yes ] && echo true || echo false; }
 recorded=$([ -s /root/probes.txt ] && echo true || echo false)
+root_mb=$(df -BM --output=size / | tail -1 | tr -dc 0-9)
+storage=$([ "${root_mb:-0}" -ge 8800 ] && echo true || echo false)  # 9G, less ext4 overhead
 gateway=$(ip -4 route show default | awk '{print $3; exit}')
 cat > /logs/verifier/reward.json <<JSON
 {"checks": [
   {"name": "probes recorded", "passed": $recorded},
+  {"name": "root filesystem holds the task's storage (9G)", "passed": $storage},
   {"name": "agent reaches outside-a", "passed": $(yes agent_a), "scored": false},
   {"name": "agent reaches outside-b", "passed": $(yes agent_b), "scored": false},
   {"name": "agent reaches host", "passed": $(yes agent_host), "scored": false},
