@@ -1,0 +1,159 @@
+"""Exclusive leases on a pool's machines: one trial per machine, across processes.
+
+    $HARNESS_HOME/pools/<pool>.leases/.lock        flock taken for every change
+    $HARNESS_HOME/pools/<pool>.leases/<machine>.json
+        {"trial", "campaign", "owner", "host", "pid", "acquired", "heartbeat"}
+
+`acquire` takes N machines (with the tags asked for) in one step under the pool's lock, so
+two harness processes never hold one machine. A lease is *live* while its trial runs
+(`harness.owner`: the trial's lock is held, or the owner process still runs); a lease
+whose owner died (kill -9) is *stale*: its machine is not handed out again until
+`harness gc` has cleaned it (reset + cleanup play) and reclaimed the lease, because the
+dead trial may have left faults and files on it. Another host's lease counts as live.
+
+Run as a module, it is what the trial's Terraform root calls (`terraform_data.lease`):
+`check` at create (the lease must be this trial's), `release` at destroy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from harness import owner
+from harness.errors import InputError
+from harness.results import write_json_atomic
+from harness.substrates.baremetal.pool import Machine, Pool, pools_dir
+
+LOCK_TIMEOUT_SEC = 60.0
+
+
+def lease_dir(pool: str) -> Path:
+    return pools_dir() / f"{pool}.leases"
+
+
+@contextlib.contextmanager
+def pool_lock(pool: str, timeout: float = LOCK_TIMEOUT_SEC) -> Iterator[None]:
+    """The pool's lease lock (blocking, at most `timeout` seconds)."""
+    path = lease_dir(pool) / ".lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InputError(f"the lease lock of pool {pool} ({path}) is held by "
+                                     f"another process for more than {timeout:.0f}s") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def read(pool: str) -> dict[str, dict]:
+    """machine -> its lease record (no lock taken: a snapshot)."""
+    out = {}
+    for path in sorted(lease_dir(pool).glob("*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            out[path.stem] = json.loads(path.read_text())
+    return out
+
+
+def is_live(record: dict) -> bool:
+    """A lease whose trial still runs here, or whose owner runs (or is on another host)."""
+    if record.get("host") and record["host"] != owner.host():
+        return True
+    return owner.trial_running(record.get("trial", "")) or owner.alive(record.get("owner"))
+
+
+def acquire(pool: Pool, trial: str, campaign: str, count: int, tags: list[str] = (),
+            prefer: list[str] = ()) -> list[Machine]:
+    """Lease `count` free machines with `tags` for `trial` (machines it already holds count;
+    `prefer`: names tried first); InputError naming what is taken when too few are free."""
+    candidates = pool.with_tags(list(tags))
+    if len(candidates) < count:
+        raise InputError(f"pool {pool.name} has {len(candidates)} machine(s) with tags "
+                         f"{list(tags) or '(any)'}; the task needs {count}")
+    order = sorted(candidates, key=lambda m: (m.name not in prefer, m.name))
+    with pool_lock(pool.name):
+        leases = read(pool.name)
+        mine = [m for m in order if leases.get(m.name, {}).get("trial") == trial]
+        free = [m for m in order if m.name not in leases]
+        chosen = (mine + free)[:count]
+        if len(chosen) < count:
+            busy = {n: r for n, r in leases.items() if r.get("trial") != trial}
+            stale = sorted(n for n, r in busy.items() if not is_live(r))
+            raise InputError(
+                f"pool {pool.name}: {count} machine(s) needed, {len(mine) + len(free)} free; "
+                f"leased: " + ", ".join(f"{n} (trial {r.get('trial')}, "
+                                        f"{owner.describe(r.get('owner'))})"
+                                        for n, r in sorted(busy.items()))
+                + (f"; stale (run `harness gc` to clean and reclaim): {', '.join(stale)}"
+                   if stale else ""))
+        now = time.time()
+        for m in chosen:
+            write_json_atomic(lease_dir(pool.name) / f"{m.name}.json", {
+                "pool": pool.name, "machine": m.name, "trial": trial, "campaign": campaign,
+                "owner": owner.tag(), "host": owner.host(), "pid": os.getpid(),
+                "acquired": leases.get(m.name, {}).get("acquired", now), "heartbeat": now})
+    return chosen
+
+
+def heartbeat(pool: str, trial: str) -> None:
+    """Refresh the heartbeat of every lease `trial` holds in `pool`."""
+    with pool_lock(pool):
+        for machine, record in read(pool).items():
+            if record.get("trial") == trial:
+                record["heartbeat"] = time.time()
+                write_json_atomic(lease_dir(pool) / f"{machine}.json", record)
+
+
+def release(pool: str, trial: str, machines: list[str] | None = None) -> list[str]:
+    """Drop `trial`'s leases (all, or those of `machines`); returns the machines freed."""
+    freed = []
+    with pool_lock(pool):
+        for machine, record in read(pool).items():
+            if record.get("trial") == trial and (machines is None or machine in machines):
+                (lease_dir(pool) / f"{machine}.json").unlink(missing_ok=True)
+                freed.append(machine)
+    return freed
+
+
+def stale(pool: str, trial: str | None = None, force: bool = False) -> dict[str, dict]:
+    """machine -> lease record of leases no live trial holds (all leases with `force`)."""
+    return {m: r for m, r in read(pool).items()
+            if (trial is None or r.get("trial") == trial) and (force or not is_live(r))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.substrates.baremetal.lease")
+    parser.add_argument("action", choices=("check", "release"))
+    parser.add_argument("--pool", required=True)
+    parser.add_argument("--trial", required=True)
+    parser.add_argument("--machine", required=True)
+    args = parser.parse_args(argv)
+    if args.action == "release":
+        release(args.pool, args.trial, [args.machine])
+        return 0
+    record = read(args.pool).get(args.machine)
+    if not record or record.get("trial") != args.trial:
+        held = f"trial {record.get('trial')}" if record else "nobody"
+        print(f"machine {args.machine} of pool {args.pool} is not leased to trial "
+              f"{args.trial} (held by {held})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
