@@ -20,7 +20,7 @@ step() { printf '\n==> %s\n' "$*"; }
 SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
 
 PACKAGES=(docker.io debootstrap qemu-system-x86 qemu-utils libvirt-daemon-system libvirt-dev
-  libvirt-clients pkg-config gcc python3-venv python3-dev dnsmasq-base ipmitool iproute2
+  libvirt-clients pkg-config gcc python3-venv python3-dev dnsmasq-base ipmitool openipmi iproute2
   nftables openssh-client e2fsprogs xsltproc chromium git curl ca-certificates busybox-static
   acl)
 step "Debian packages"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import sys
 import threading
@@ -61,6 +62,11 @@ def _register() -> None:
 
     for module in (task, run, campaign, doctor, gc, quickstart, image, analysis, risk, fault):
         module.register(app)
+    from harness import substrates
+
+    for name, target in substrates.commands().items():  # command groups of plug-in folders
+        module_name, _, attr = target.partition(":")
+        app.add_typer(getattr(importlib.import_module(module_name), attr), name=name)
     _registered = True
 
 

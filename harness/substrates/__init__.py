@@ -8,6 +8,9 @@ A substrate is a folder `harness/substrates/<folder>/` (see `base.Substrate`) wi
     install = "pip install -e '.[vm]'"      # shown when the import fails (optional)
     default = true                          # the default substrate (exactly one folder)
 
+    [commands]
+    pool = "harness.substrates.baremetal.cli:app"   # a Typer app mounted as `harness pool`
+
 The registry reads those files only; a substrate's module is imported when it is used.
 Lookup errors list every valid name and, for optional extras, the install command.
 """
@@ -57,6 +60,16 @@ def names() -> list[str]:
 
 def default_name() -> str:
     return next(name for name, entry in _registry().items() if entry.default)
+
+
+@functools.cache
+def commands() -> dict[str, str]:
+    """CLI command groups the folders contribute (`[commands]`): name -> "module:attribute"
+    of a Typer app."""
+    out: dict[str, str] = {}
+    for decl in sorted(FOLDERS.glob("*/substrate.toml")):
+        out.update(tomllib.loads(decl.read_text()).get("commands", {}))
+    return out
 
 
 def substrate_class(name: str) -> type[Substrate]:

@@ -4,6 +4,7 @@ nodes of a trial directory's inventory."""
 from __future__ import annotations
 
 import io
+import shlex
 import tarfile
 import time
 from pathlib import Path
@@ -71,3 +72,16 @@ def nodes_from_inventory(inventory: Path) -> list[Node]:
                           primary=name in primary or bool(hv.get("harness_primary")),
                           extra=extra))
     return nodes
+
+
+def bmc_credentials_script(nodes: list[Node], path: str) -> str:
+    """A shell command writing the nodes' BMC addresses and credentials (`<node>_bmc=`,
+    `_bmc_user=`, `_bmc_password=`) to the root-only file `path`; "" when no node has a BMC
+    (`Node.extra["bmc"]`: address, port, user, password)."""
+    creds = "".join(f"{n.name}_bmc={c['address']}:{c['port']}\n{n.name}_bmc_user={c['user']}"
+                    f"\n{n.name}_bmc_password={c['password']}\n"
+                    for n in nodes if (c := n.extra.get("bmc")))
+    if not creds:
+        return ""
+    return (f"umask 077; mkdir -p {shlex.quote(str(Path(path).parent))}; cat > "
+            f"{shlex.quote(path)} <<'HX_EOF'\n{creds}HX_EOF")

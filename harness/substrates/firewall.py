@@ -4,7 +4,8 @@ Every bridge a trial uses is named `hx*` (docker trial networks `hxd-...`, libvi
 networks `hx-...`, the image-build network `hxb0`). From such a bridge:
 
 - the host answers nothing but DHCP (libvirt's dnsmasq hands VM nodes their addresses),
-  the trial's own virtual BMCs (UDP `BMC_PORTS` on the bridge's own address) and, for a
+  the trial's own virtual BMCs (UDP `BMC_PORTS` on the bridge's own address; UDP 623 on the
+  BMC addresses of an emulated bare-metal pool's management bridge) and, for a
   bridge in `egress_public` only, DNS on the bridge's own address (libvirt's dnsmasq
   resolves for VM nodes with public egress); every other port, ping, DNS in other modes,
   and every host address of another interface (docker0, the host's LAN address, another
@@ -42,6 +43,7 @@ from harness.errors import PreflightError
 
 TABLE = "harness"
 BMC_PORTS = (16230, 16999)
+IPMI_PORT = 623  # emulated bare-metal BMCs answer on their own addresses, as real ones do
 BUILD_BRIDGE = "hxb0"
 RECORD = Path("/run/harness/firewall.json")
 
@@ -57,7 +59,7 @@ RULESET = f"""table inet {TABLE} {{
     ct state established,related accept
     meta l4proto udp udp dport 67 accept
     fib daddr . iif type != local counter drop
-    meta l4proto udp udp dport {BMC_PORTS[0]}-{BMC_PORTS[1]} accept
+    meta l4proto udp udp dport {{ {IPMI_PORT}, {BMC_PORTS[0]}-{BMC_PORTS[1]} }} accept
     iifname @egress_public meta l4proto {{ tcp, udp }} th dport 53 accept
     counter drop
   }}
@@ -137,7 +139,7 @@ def loaded() -> tuple[bool, str]:
         missing = [c for c in ("chain from_trial", "chain out_of_trial", "chain into_trial",
                                "set egress_public", "set egress_allow", "set uplinks")
                    if c not in proc.stdout]
-        rules = ("fib daddr . iif oif exists",
+        rules = ("fib daddr . iif oif exists", f"udp dport {{ {IPMI_PORT}, ",
                  "iifname @egress_public meta l4proto { tcp, udp } th dport 53 accept")
         if missing or any(rule not in proc.stdout for rule in rules):
             return False, f"nftables table inet {TABLE} differs from this harness's rules"

@@ -158,3 +158,43 @@ def test_a_killed_trials_lease_is_stale_and_kept_until_gc(home):
                        "--machine", "node0"]) == 0
     assert json.loads((lease.lease_dir("lab") / "node0.json").read_text())["trial"] == \
         "dead-trial"
+
+
+def test_a_trial_leases_its_nodes_and_the_inventory_names_their_bmcs(home, tmp_path):
+    """terraform_vars leases one machine per node (host hints first) and records the
+    mapping; plan_vars leases nothing; the inventory gives each node its BMC address (no
+    port when it is IPMI's 623) and never a credential."""
+    from types import SimpleNamespace
+
+    from harness.config import Settings
+    from harness.substrates import get_substrate
+    from harness.substrates.base import TrialSpec
+
+    write_pool()
+    sub = get_substrate("baremetal", settings=Settings(substrates={"baremetal": {
+        "pool": "lab"}}))
+    nodes = [SimpleNamespace(name="head", host="node2.cluster.example"),
+             SimpleNamespace(name="worker", host="")]
+    task = SimpleNamespace(name="t", nodes=nodes, primary=nodes[0])
+    spec = TrialSpec("bm-1", "c", task, tmp_path / "trial")
+    planned = sub.plan_vars(spec)
+    assert lease.read("lab") == {} and planned["pool"] == "lab"
+    tf = sub.terraform_vars(spec)
+    assert tf["machines"] == [{"node": "head", "machine": "node2", "address": "10.0.0.12"},
+                              {"node": "worker", "machine": "node0", "address": "10.0.0.10"}]
+    assert sorted(lease.read("lab")) == ["node0", "node2"]
+    got = sub.nodes(spec, {})
+    assert [(n.name, n.primary, n.host) for n in got] == [("head", True, "10.0.0.12"),
+                                                         ("worker", False, "10.0.0.10")]
+    inv = sub.inventory(spec, got)
+    assert inv["all"]["hosts"]["head"]["harness_bmc"] == "10.0.1.12"
+    assert "s3cret-pw" not in json.dumps(inv) and sub.secrets(spec) == ["admin", "s3cret-pw"] * 3
+    assert sub.leftovers() == []  # live: this process holds the leases
+    lease.release("lab", "bm-1")
+
+
+def test_the_folder_adds_its_cli_group_through_the_registry():
+    from harness import substrates
+
+    assert substrates.commands()["pool"] == "harness.substrates.baremetal.cli:app"
+    assert substrates.for_env_type("cloudlab") == "baremetal"

@@ -113,7 +113,8 @@ BAD = [
     ("bad-toml", "[environment\ntype = 'docker'", {}, "invalid TOML"),
     ("wrong-type", "[environment]\ncpus = 'two'", {}, "environment.cpus"),
     ("unknown-env-type", "[environment]\ntype = 'kvm'", {},
-     "environment.type: 'kvm' has no substrate in this harness yet (runnable: docker, vm"),
+     "environment.type: 'kvm' has no substrate in this harness yet (runnable: baremetal, "
+     "cloudlab, docker, vm"),
     ("bad-hostname", "[[environment.nodes]]\nname = 'Node_1'", {}, "not a valid hostname"),
     ("dup-nodes", "[[environment.nodes]]\nname = 'a'\n[[environment.nodes]]\nname = 'a'", {},
      "duplicate node names"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness import substrates
 from harness.agents import get_agent
 from harness.errors import TaskError
 from harness.task import load_task
@@ -148,11 +149,13 @@ def test_infrabench_task_keys(tmp_path):
 
 
 def test_infrabench_refusals(tmp_path):
-    found = problems(tmp_path, INFRABENCH.replace('"libvirt"', '"xen"')
-                     .replace('type = "vm-cluster"', 'type = "cloudlab"'), dockerfile=False)
+    found = problems(tmp_path, INFRABENCH.replace('"libvirt"', '"xen"'), dockerfile=False)
     assert any("environment.vm_backend: got 'xen'" in p and "libvirt" in p for p in found)
-    assert any("environment.type: 'cloudlab'" in p and 'type = "vm-cluster"' in p
-               for p in found)
+    (tmp_path / "cloudlab").mkdir()  # InfraBench's CloudLab tasks run on the bare-metal pool
+    cloudlab = INFRABENCH.replace('type = "vm-cluster"', 'type = "cloudlab"') \
+        .replace('vm_backend = "libvirt"\n', "").replace('base_image = "debian-12"\n', "")
+    task = load_task(make(tmp_path / "cloudlab", cloudlab, dockerfile=False))
+    assert task.env.type == "cloudlab" and substrates.for_env_type("cloudlab") == "baremetal"
 
 
 def test_egress_modes_refused_where_the_substrate_cannot_enforce_them(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ type = "docker"
     ('network = "127.0.0.0/8"', "environment.network", "not a private range"),
     ('network = "10.9.0.0/31"', "environment.network", "/"),
     ("cpus = 100000", "environment.cpus", "less than or equal to 256"),
-    ('type = "cloudlab"', "environment.type", "vm-cluster"),
+    ('type = "lxc"', "environment.type", "runnable: baremetal, cloudlab, docker"),
 ])
 def test_environment_inputs_get_one_line(tmp_path, extra, key, says):
     toml = BASE.replace('type = "docker"\n', "") if extra.startswith("type") else BASE

@@ -1,0 +1,296 @@
+"""The `baremetal` substrate: trials on leased machines of a pool, with out-of-band IPMI.
+
+A pool (`pool.py`) lists machines; a trial leases as many as its task has nodes
+(`lease.py`: exclusive, across processes), runs on them over SSH with the pool's key, and
+at teardown Terraform's destroy resets each machine (`reset.py`: reimage, power-cycle or
+none, per pool) and releases its lease. Power goes through the machine's BMC
+(`ipmi.py`: `ipmitool`, credentials in its environment only). Without a pool configured
+(config.yaml `substrates.baremetal.pool`), the emulated pool `emulated` is used, made on
+first use (`emulate.py`: QEMU machines whose BMCs are OpenIPMI's ipmi_sim). It runs task
+types `baremetal` and `cloudlab` (InfraBench's CloudLab tasks, unmodified).
+
+The trial directory keeps what this trial leased::
+
+    <trial>/baremetal/machines.json   node -> machine, and the task's `host` hint of each
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from harness import owner
+from harness.config import LOCAL_BASE, Settings, load_settings
+from harness.errors import InputError, PreflightError, SubstrateError
+from harness.substrates.baremetal import emulate, ipmi, lease, reset
+from harness.substrates.baremetal.pool import Pool, load_pool, pool_names, pool_path
+from harness.substrates.base import Check, ExecResult, Node, Substrate, TrialSpec
+from harness.substrates.common import bmc_credentials_script
+from harness.substrates.libvirt import ssh
+
+HERE = Path(__file__).resolve().parent
+BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
+
+
+class BaremetalSettings(BaseModel):
+    """`pool`: the pool trials lease from (default: the emulated pool `emulated`, made on
+    first use with `emulate_nodes` machines of `emulate_memory_mb` each)."""
+
+    model_config = ConfigDict(extra="forbid")
+    pool: str = ""
+    emulate_nodes: int = 3
+    emulate_memory_mb: int = 512
+
+
+class BaremetalSubstrate(Substrate):
+    """Leased machines of a pool (real, or emulated by QEMU + ipmi_sim)."""
+
+    name: ClassVar[str] = "baremetal"
+    env_types: ClassVar[tuple[str, ...]] = ("baremetal", "cloudlab")
+    capabilities: ClassVar[frozenset[str]] = frozenset({"power", "own_kernel", "own_clock"})
+    settings_model: ClassVar[type[BaseModel]] = BaremetalSettings
+    default_concurrency: ClassVar[int] = 1
+
+    def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
+        if name not in (None, self.name):
+            raise InputError(f"{type(self).__name__} is registered as {self.name!r}, not "
+                             f"{name!r}")
+        self.settings = settings or load_settings()
+        self.config: BaremetalSettings = self.settings.substrate(self.name, BaremetalSettings)
+        self.pool_name = self.config.pool or "emulated"
+        self._pool: Pool | None = None
+
+    # -- the pool ---------------------------------------------------------------------
+
+    def pool(self, log=print) -> Pool:
+        """The configured pool; the default emulated one is made on first use."""
+        if self._pool is None:
+            if not self.config.pool and not pool_path(self.pool_name).exists():
+                log(f"baremetal: no pool configured; making the emulated pool "
+                    f"{self.pool_name} ({self.config.emulate_nodes} machines)")
+                emulate.emulate(self.pool_name, self.config.emulate_nodes,
+                                self.config.emulate_memory_mb, log=log)
+            self._pool = load_pool(self.pool_name)
+        return self._pool
+
+    def terraform_module(self) -> Path:
+        return HERE / "terraform"
+
+    def prepare(self, spec: TrialSpec, log=print) -> str:
+        """The pool, up (an emulated pool's BMCs and machines running)."""
+        pool = self.pool(log=log)
+        if pool.emulated:
+            emulate.ensure_up(pool, log=log)
+        return f"pool:{pool.name}"
+
+    def _plan(self, spec: TrialSpec) -> list[dict[str, str]]:
+        path = spec.root / "baremetal" / "machines.json"
+        return json.loads(path.read_text()) if path.exists() else []
+
+    def terraform_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """Leases as many machines as the task has nodes (its `host` values are hints:
+        a machine of that name is taken first) and records the mapping."""
+        pool = self.pool()
+        nodes = list(spec.task.nodes)
+        hints = [getattr(n, "host", None) or "" for n in nodes]
+        got = lease.acquire(pool, spec.trial_id, spec.campaign, len(nodes),
+                            prefer=[h.split(".")[0] for h in hints if h])
+        plan = [{"node": n.name, "machine": m.name, "address": m.ssh.host, "host_hint": h}
+                for n, m, h in zip(nodes, got, hints, strict=True)]
+        path = spec.root / "baremetal" / "machines.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(plan, indent=2) + "\n")
+        return self._vars(spec, pool, plan)
+
+    def plan_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        pool = load_pool(self.pool_name) if pool_path(self.pool_name).exists() else None
+        machines = pool.machines if pool else []
+        plan = [{"node": n.name, "machine": m.name, "address": m.ssh.host, "host_hint": ""}
+                for n, m in zip(spec.task.nodes, machines, strict=False)]
+        return self._vars(spec, pool, plan)
+
+    def _vars(self, spec: TrialSpec, pool: Pool | None, plan: list[dict]) -> dict[str, Any]:
+        return {"trial_id": spec.trial_id, "campaign": spec.campaign, "owner": owner.tag(),
+                "pool": pool.name if pool else self.pool_name, "python": sys.executable,
+                "machines": [{k: p[k] for k in ("node", "machine", "address")} for p in plan]}
+
+    def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
+        pool = self.pool()
+        plan = self._plan(spec)
+        primary = spec.task.primary.name
+        out = []
+        for p in plan:
+            m = pool.machine(p["machine"])
+            out.append(Node(name=p["node"], host=m.ssh.host, cluster_ip=m.ssh.host,
+                            primary=p["node"] == primary,
+                            extra={"ssh_key": str(m.ssh.key_path), "machine": m.name,
+                                   "pool": pool.name, "domain": m.domain or "",
+                                   "bmc": pool.bmc_credentials(m) if m.bmc else None}))
+        return out
+
+    def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
+        def bmc(n: Node) -> str:
+            c = n.extra.get("bmc")
+            return "" if not c else c["address"] if int(c["port"]) == 623 else \
+                f"{c['address']}:{c['port']}"
+
+        hosts = {n.name: {"ansible_host": n.host, "ansible_user": "root",
+                          "ansible_ssh_private_key_file": n.extra["ssh_key"],
+                          "ansible_ssh_common_args": ssh.ANSIBLE_SSH_ARGS,
+                          "ansible_python_interpreter": "/usr/bin/python3",
+                          "harness_cluster_ip": n.cluster_ip, "harness_primary": n.primary,
+                          "harness_machine": n.extra["machine"],
+                          **({"harness_bmc": bmc(n)} if bmc(n) else {})} for n in nodes}
+        return {"all": {
+            "hosts": hosts,
+            "vars": {"harness_trial": spec.trial_id, "harness_trial_id": spec.trial_id,
+                     "harness_campaign": spec.campaign, "harness_substrate": self.name,
+                     "harness_control_path": "network"},
+            "children": {"primary": {"hosts": {n.name: {} for n in nodes if n.primary}}},
+        }}
+
+    def image_warnings(self, task) -> list[str]:
+        """An emulated pool's machines run the Debian 12 image whatever `base_image` says."""
+        ref = task.base_image
+        if not ref or not pool_path(self.pool_name).exists() or not self.pool().emulated:
+            return []
+        note = self.settings.mapping_note(ref)
+        return [note] if note else [] if self.settings.map_image(ref) == LOCAL_BASE else [
+            f"base image {ref!r}: the emulated pool's machines run {LOCAL_BASE}"]
+
+    def secrets(self, spec: TrialSpec) -> list[str]:
+        return self.pool().secrets()
+
+    def login_hint(self, node: Node) -> str:
+        return f"ssh -i {node.extra['ssh_key']} root@{node.host}  (machine " \
+               f"{node.extra['machine']})"
+
+    # -- runtime ----------------------------------------------------------------------
+
+    async def exec(self, node: Node, cmd: str, timeout: float,
+                   env: dict[str, str] | None = None, stdin: bytes | None = None,
+                   toolbox: str | None = None) -> ExecResult:
+        return await ssh.exec_on(node.host, Path(node.extra["ssh_key"]), cmd, timeout, env,
+                                 stdin, toolbox)
+
+    async def put(self, node: Node, src: Path, dest: str) -> None:
+        await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest)
+
+    async def wait_ready(self, nodes: list[Node], timeout: float | None = None) -> None:
+        """Every machine answers SSH and is clean (nothing of an earlier trial on it);
+        then the primary gets the BMC credentials (/etc/harness/bmc-credentials, 0600)."""
+        await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), timeout or 300)
+                               for n in nodes))
+        for n in nodes:
+            res = await self.exec(n, reset.DIRTY, 60)
+            if not res.ok or res.stdout.split():
+                raise SubstrateError(self.name, f"machine {n.extra['machine']} is not clean "
+                                     f"(left by an earlier trial: {res.stdout.split()}); "
+                                     "`harness gc` resets it", res.stderr)
+        script = bmc_credentials_script(nodes, BMC_CREDENTIALS)
+        primary = next((n for n in nodes if n.primary), None)
+        if script and primary is not None:
+            res = await self.exec(primary, script, 30)
+            if not res.ok:
+                raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
+
+    async def power(self, node: Node, action: str) -> str:
+        """Through the machine's BMC (IPMI)."""
+        creds = node.extra.get("bmc")
+        if not creds:
+            raise SubstrateError(self.name, f"machine {node.extra['machine']} has no BMC")
+        ssh.close_master(node.host, Path(node.extra["ssh_key"]))
+        return await asyncio.to_thread(ipmi.power, creds, action)
+
+    async def reboot(self, node: Node) -> None:
+        """`systemctl reboot` on the machine; back when it answers with a new boot id."""
+        key = Path(node.extra["ssh_key"])
+        before = (await ssh.probe(node.host, key, "cat /proc/sys/kernel/random/boot_id")).stdout
+        await self.exec(node, "systemctl reboot", 30)
+        ssh.close_master(node.host, key)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 300
+        while loop.time() < deadline:
+            now = await ssh.probe(node.host, key, "cat /proc/sys/kernel/random/boot_id")
+            if now.ok and now.stdout.strip() and now.stdout != before:
+                await self.wait_booted(node)
+                return
+            await asyncio.sleep(1)
+        raise SubstrateError(self.name, f"{node.name} did not come back from a reboot in 300s")
+
+    # -- gc ---------------------------------------------------------------------------
+
+    def _stale(self, campaign: str | None, trial: str | None, force: bool):
+        for name in pool_names():
+            for machine, record in lease.stale(name, trial, force).items():
+                if campaign is None or record.get("campaign") == campaign:
+                    yield name, machine, record
+
+    def leftovers(self, campaign: str | None = None, trial: str | None = None,
+                  force: bool = False) -> list[str]:
+        return [f"lease {p}/{m} (trial {r.get('trial')})"
+                for p, m, r in self._stale(campaign, trial, force)]
+
+    def live_nodes(self, campaign: str | None = None, trial: str | None = None,
+                   force: bool = False) -> dict[str, list[Node]]:
+        """The machines of stale leases (gc heals their faults before resetting them)."""
+        out: dict[str, list[Node]] = {}
+        for p, m, r in self._stale(campaign, trial, force):
+            machine = load_pool(p).machine(m)
+            out.setdefault(r.get("trial", "?"), []).append(Node(
+                name=m, host=machine.ssh.host, cluster_ip=machine.ssh.host,
+                extra={"ssh_key": str(machine.ssh.key_path), "machine": m, "pool": p}))
+        return out
+
+    def sweep(self, campaign: str | None = None, trial: str | None = None,
+              force: bool = False) -> list[str]:
+        """Stale leases: reset the machine, then release the lease (kept if the reset fails)."""
+        done = []
+        for p, m, r in list(self._stale(campaign, trial, force)):
+            try:
+                how = reset.reset(load_pool(p), m, log=lambda msg: None)
+            except (SubstrateError, InputError) as exc:
+                done.append(f"lease {p}/{m} (trial {r.get('trial')}; reset failed: {exc})")
+                continue
+            lease.release(p, r.get("trial", ""), [m])
+            done.append(f"lease {p}/{m} (trial {r.get('trial')}; {how})")
+        return done
+
+    # -- host -------------------------------------------------------------------------
+
+    def preflight(self) -> None:
+        if shutil.which("ipmitool") is None:
+            raise PreflightError("baremetal needs ipmitool on PATH: run scripts/setup.sh")
+        if self.config.pool and not pool_path(self.config.pool).exists():
+            raise PreflightError(f"substrates.baremetal.pool = {self.config.pool!r}, but "
+                                 f"{pool_path(self.config.pool)} does not exist")
+
+    @classmethod
+    def doctor(cls) -> list[Check]:
+        checks = [Check("ipmi_sim (emulated BMCs)", "PASS" if shutil.which("ipmi_sim")
+                        else "WARN", shutil.which("ipmi_sim") or "missing",
+                        "" if shutil.which("ipmi_sim") else "scripts/setup.sh (openipmi)")]
+        for name in pool_names():
+            try:
+                pool = load_pool(name)
+            except InputError as exc:
+                checks.append(Check(f"pool {name}", "FAIL", str(exc), "fix the pool file"))
+                continue
+            for m in pool.machines:
+                if m.bmc is None:
+                    continue
+                try:
+                    state = ipmi.power(pool.bmc_credentials(m), "status")
+                    checks.append(Check(f"pool {name}: {m.name} BMC", "PASS",
+                                        f"{m.bmc.address}:{m.bmc.port} answers (power {state})"))
+                except (SubstrateError, InputError) as exc:
+                    checks.append(Check(f"pool {name}: {m.name} BMC", "FAIL", str(exc),
+                                        f"harness pool emulate {name}" if pool.emulated
+                                        else "check the BMC address and credentials"))
+        return checks

@@ -28,9 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness import owner
-from harness.errors import InputError
+from harness.errors import HarnessError, InputError
 from harness.results import write_json_atomic
-from harness.substrates.baremetal.pool import Machine, Pool, pools_dir
+from harness.substrates.baremetal import reset
+from harness.substrates.baremetal.pool import Machine, Pool, load_pool, pools_dir
 
 LOCK_TIMEOUT_SEC = 60.0
 
@@ -131,9 +132,18 @@ def release(pool: str, trial: str, machines: list[str] | None = None) -> list[st
 
 
 def stale(pool: str, trial: str | None = None, force: bool = False) -> dict[str, dict]:
-    """machine -> lease record of leases no live trial holds (all leases with `force`)."""
+    """machine -> lease record of leases no live trial holds (all leases with `force`).
+    With `trial` (its own teardown, or gc of one trial), that trial's leases unless another
+    live process runs it now or another host holds them."""
+    def gone(r: dict) -> bool:
+        if force:
+            return True
+        if trial is not None:
+            return r.get("host") in (None, owner.host()) and not owner.run_elsewhere(trial)
+        return not is_live(r)
+
     return {m: r for m, r in read(pool).items()
-            if (trial is None or r.get("trial") == trial) and (force or not is_live(r))}
+            if (trial is None or r.get("trial") == trial) and gone(r)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,8 +152,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool", required=True)
     parser.add_argument("--trial", required=True)
     parser.add_argument("--machine", required=True)
+    parser.add_argument("--reset", action="store_true",
+                        help="release: reset the machine first (the pool's reset); a reset "
+                             "that fails keeps the lease, for gc to retry")
     args = parser.parse_args(argv)
     if args.action == "release":
+        if args.reset and read(args.pool).get(args.machine, {}).get("trial") == args.trial:
+            try:
+                reset.reset(load_pool(args.pool), args.machine, log=lambda m: None)
+            except HarnessError as exc:
+                print(f"machine {args.machine} of pool {args.pool}: {exc}; its lease is kept "
+                      "for `harness gc`", file=sys.stderr)
+                return 1
         release(args.pool, args.trial, [args.machine])
         return 0
     record = read(args.pool).get(args.machine)

@@ -27,7 +27,7 @@ import os
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import (
@@ -115,6 +115,8 @@ class Pool(BaseModel):
     vault_file: str | None = None
     vault_password_file: str | None = None
     emulated: bool = False
+    emulation: dict[str, Any] = Field(default_factory=dict, description="An emulated "
+                                      "pool's own settings (networks, memory), its maker's")
     machines: list[Machine] = Field(min_length=1)
 
     @field_validator("machines")

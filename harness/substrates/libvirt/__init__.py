@@ -37,7 +37,12 @@ from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import TrialPaths, provider_mirror
 from harness.substrates import egress, firewall
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
-from harness.substrates.common import HOST_RESERVE_MB, host_memory_mb, nodes_from_inventory
+from harness.substrates.common import (
+    HOST_RESERVE_MB,
+    bmc_credentials_script,
+    host_memory_mb,
+    nodes_from_inventory,
+)
 from harness.substrates.libvirt import bmc, doctor, host, naming, ssh
 from harness.substrates.libvirt.endpoint import LibvirtURI
 from harness.substrates.libvirt.host import detect_domain_type
@@ -335,13 +340,10 @@ class LibvirtSubstrate(Substrate):
                 if not res.ok:
                     raise SubstrateError(self.name, f"growing {node.name}'s root filesystem "
                                          "to the task's storage failed", res.stderr)
-        creds = "".join(f"{n.name}_bmc={c['address']}:{c['port']}\n{n.name}_bmc_user={c['user']}"
-                        f"\n{n.name}_bmc_password={c['password']}\n"
-                        for n in nodes if (c := n.extra.get("bmc")))
+        script = bmc_credentials_script(nodes, BMC_CREDENTIALS)
         primary = next((n for n in nodes if n.primary), None)
-        if creds and primary is not None:
-            res = await self.exec(primary, "umask 077; mkdir -p /etc/harness; cat > "
-                                  f"{BMC_CREDENTIALS} <<'HX_EOF'\n{creds}HX_EOF", timeout=30)
+        if script and primary is not None:
+            res = await self.exec(primary, script, timeout=30)
             if not res.ok:
                 raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
         return dict(zip((n.name for n in nodes), took, strict=True))
@@ -466,7 +468,6 @@ class LibvirtClusterSubstrate(LibvirtSubstrate):
     name: ClassVar[str] = "vm-cluster"
     env_types: ClassVar[tuple[str, ...]] = ("vm-cluster",)
     max_nodes: ClassVar[int] = 64
-    stands_in_for: ClassVar[tuple[str, ...]] = ("cloudlab", "baremetal")
 
     @classmethod
     def validate_task(cls, config, root: Path, settings=None) -> list[str]:

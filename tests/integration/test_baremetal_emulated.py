@@ -1,0 +1,159 @@
+"""Bare metal on an emulated pool, for real (marker: libvirt). `harness pool emulate` makes
+two QEMU machines whose BMCs are OpenIPMI's ipmi_sim: IPMI 1.5 (`-I lan`) and 2.0
+(`-I lanplus`) answer from this host and from node0 over the management network, in-band
+`ipmitool` works on the node (`/dev/ipmi0`), chassis power off really stops the machine
+and power on brings it back. An InfraBench CloudLab task then runs unmodified on the pool
+(leases, the reimage reset at teardown, a clean machine for the next trial), a killed
+trial's stale lease is reset and reclaimed by gc, and `harness pool remove` leaves
+nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.agents import get_agent
+from harness.cli.main import run as cli
+from harness.config import Settings
+from harness.substrates import get_substrate
+from harness.substrates.baremetal import emulate, ipmi, lease, reset
+from harness.substrates.baremetal.pool import load_pool, pool_path, pools_dir
+from harness.substrates.libvirt import host, ssh
+from harness.task import load_task
+from harness.trial import Trial, make_trial_id
+from tests.integration.test_libvirt_substrate import libvirt_unavailable
+
+pytestmark = [pytest.mark.libvirt,
+              pytest.mark.skipif(libvirt_unavailable() is not None,
+                                 reason=str(libvirt_unavailable())),
+              pytest.mark.skipif(shutil.which("ipmi_sim") is None,
+                                 reason="ipmi_sim missing (Debian package openipmi)"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="BMC addresses need root")]
+
+
+def on_node(pool, node: str, cmd: str, timeout: float = 60):
+    m = pool.machine(node)
+    return asyncio.run(ssh.exec_on(m.ssh.host, m.ssh.key_path, cmd, timeout))
+
+
+def domain_active(name: str) -> bool:
+    conn = host.connect(emulate.URI)
+    try:
+        return bool(conn.lookupByName(name).isActive())
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def pool_name():
+    name = f"ci{os.getpid() % 100000}"
+    try:
+        yield name
+    finally:
+        removed = emulate.remove(name)
+    assert any(r.startswith("domain hxpool-") for r in removed)
+    assert not pool_path(name).exists() and not emulate.pool_dir(name).exists()
+    conn = host.connect(emulate.URI)
+    try:
+        assert not [d.name() for d in conn.listAllDomains() if name in d.name()]
+        assert not [n.name() for n in conn.listAllNetworks()
+                    if n.name() in emulate.bridges(name)]
+    finally:
+        conn.close()
+
+
+def test_emulated_pool_bmcs_speak_ipmi_in_and_out_of_band(pool_name):
+    name = pool_name
+    assert cli(["pool", "emulate", name, "--nodes", "2"]) == 0
+    pool = load_pool(name)
+    assert pool.emulated and [m.name for m in pool.machines] == ["node0", "node1"]
+    creds = {m.name: pool.bmc_credentials(m) for m in pool.machines}
+    written = pool_path(name).read_text() + (pools_dir() / f"{name}.vault.yml").read_text()
+    assert all(c["password"] not in written for c in creds.values())
+
+    for interface in ("lan", "lanplus"):  # IPMI 1.5 and 2.0 from the controller
+        assert ipmi.power({**creds["node1"], "interface": interface}, "status") == "on"
+    res = on_node(pool, "node0", "ipmitool mc info")  # in-band, through /dev/ipmi0
+    assert res.ok and "Device ID" in res.stdout, res.stderr
+    b = creds["node1"]  # out-of-band from node0 over the management network
+    res = on_node(pool, "node0", f"IPMI_PASSWORD='{b['password']}' ipmitool -I lan -H "
+                  f"{b['address']} -U {b['user']} -E chassis power status")
+    assert res.ok and "Chassis Power is on" in res.stdout, res.stderr
+
+    node1 = pool.machine("node1")
+    ipmi.power(creds["node1"], "off")
+    deadline = time.monotonic() + 90
+    while domain_active(node1.domain) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not domain_active(node1.domain)
+    assert ipmi.power(creds["node1"], "status") == "off"
+    ipmi.power(creds["node1"], "on")
+    asyncio.run(ssh.wait_ready(node1.ssh.host, node1.ssh.key_path, 240))
+    assert domain_active(node1.domain)
+    assert lease.read(name) == {}
+
+
+CLOUDLAB_TASK = Path(__file__).resolve().parent / "tasks" / "cloudlab-cluster"
+
+
+def test_cloudlab_task_runs_unmodified_on_the_emulated_pool(pool_name, tmp_path):
+    settings = Settings(substrates={"baremetal": {"pool": pool_name}})
+    task = load_task(CLOUDLAB_TASK)
+    assert task.format == "infrabench" and task.env.type == "cloudlab"
+    sub = get_substrate("baremetal", settings=settings)
+    trial_id = make_trial_id(task.name, "oracle", 1)
+    trial = Trial(task=task, agent=get_agent("oracle"), substrate=sub,
+                  root=tmp_path / "trials" / trial_id, trial_id=trial_id, campaign="bm-pytest")
+    rec = asyncio.run(trial.run())
+    assert rec.status == "passed" and rec.reward == 1.0, (rec.error, rec.checks)
+    assert rec.leaks == [] and lease.read(pool_name) == {}
+    plan = json.loads((trial.root / "baremetal" / "machines.json").read_text())
+    assert [(p["node"], p["machine"], p["host_hint"]) for p in plan] == [
+        ("node0", "node0", "ms0101.example.cloudlab.us"),
+        ("node1", "node1", "ms0102.example.cloudlab.us")]
+    pool = load_pool(pool_name)
+    for m in pool.machines:  # reimaged at teardown: nothing of the trial is left
+        asyncio.run(ssh.wait_ready(m.ssh.host, m.ssh.key_path, 240))
+        assert reset.dirty(m) == []
+        res = on_node(pool, m.name, "test ! -e /root/bootstrap-ran && test ! -e /root/ready")
+        assert res.ok
+    secrets = pool.secrets()
+    for path in trial.root.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes()
+            assert not any(s.encode() in text for s in secrets), path
+
+
+def test_a_killed_trials_lease_is_reset_and_reclaimed_by_gc(pool_name):
+    pool = load_pool(pool_name)
+    code = ("import time; from harness import owner; "
+            "from harness.substrates.baremetal import lease; "
+            "from harness.substrates.baremetal.pool import load_pool; "
+            f"owner.hold_trial('bm-dead'); lease.acquire(load_pool('{pool_name}'), "
+            "'bm-dead', 'bm-pytest', 1); print('held', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    [machine] = lease.read(pool_name)
+    assert on_node(pool, machine, "mkdir -p /opt/syscraft && touch /opt/syscraft/x").ok
+    assert reset.dirty(pool.machine(machine)) == ["/opt/syscraft"]
+    sub = get_substrate("baremetal", settings=Settings(substrates={"baremetal": {
+        "pool": pool_name}}))
+    assert sub.leftovers(trial="bm-dead") == []  # live: never touched
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert sub.leftovers(trial="bm-dead") == [f"lease {pool_name}/{machine} (trial bm-dead)"]
+    swept = sub.sweep(trial="bm-dead")
+    assert swept == [f"lease {pool_name}/{machine} (trial bm-dead; reimage)"], swept
+    assert lease.read(pool_name) == {}
+    m = pool.machine(machine)
+    asyncio.run(ssh.wait_ready(m.ssh.host, m.ssh.key_path, 240))
+    assert reset.dirty(m) == []
