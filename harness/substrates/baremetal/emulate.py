@@ -408,7 +408,9 @@ def ensure_up(pool: Pool, log=print, timeout: float = 240.0) -> None:
     asyncio.run(ready())
 
 
-IPMI_MODULES = ("printf 'ipmi_si\\nipmi_devintf\\n' > /etc/modules-load.d/hx-ipmi.conf; "
+# also `sync`: a machine's first boot writes its SSH host key, which a hard reset within
+# the page cache's writeback delay would leave empty (sshd then fails on every boot)
+IPMI_MODULES = ("sync; printf 'ipmi_si\\nipmi_devintf\\n' > /etc/modules-load.d/hx-ipmi.conf; "
                 "modprobe ipmi_si; modprobe ipmi_devintf; "
                 "for i in $(seq 1 50); do [ -e /dev/ipmi0 ] && exit 0; sleep 0.2; done; "
                 "echo 'no /dev/ipmi0' >&2; exit 1")

@@ -32,7 +32,8 @@ HARNESS_PATHS = ("/etc/harness", "/etc/syscraft", "/opt/syscraft", "/var/lib/har
 # (/etc/harness itself may be there: an emulated machine's seed disk makes an empty one)
 DIRTY = ("for p in " + " ".join(p for p in HARNESS_PATHS if p != "/etc/harness")
          + " /etc/harness/bmc-credentials; do [ -e \"$p\" ] && echo \"$p\"; done; "
-         "grep -qs '^trial=' /etc/harness/cluster-info && echo /etc/harness/cluster-info; true")
+         "grep -qs '^trial=' /etc/harness/cluster-info && echo /etc/harness/cluster-info; "
+         "sync; true")  # (sync: what boot wrote, e.g. the SSH host key, survives a hard reset)
 CLEANUP = ("rm -rf " + " ".join(HARNESS_PATHS) + "; cd /root/.ssh 2>/dev/null && { "
            "sed -i '/ harness-cluster$/d' authorized_keys; "
            "sed -i '/^# BEGIN harness cluster$/,/^# END harness cluster$/d' config; "
