@@ -118,5 +118,7 @@ def test_campaign_over_two_engines_survives_killing_one(tmp_path, second_engine)
     assert json.loads(cli(*gc, "--dry-run", "--host", "local").stdout)["total"] == 0
     engine("start")  # the "remote" host is back: sweep what its crash left
     swept = json.loads(cli(*gc).stdout)
-    assert set(swept["found"]) == {"docker@local", "docker@second"}
+    # each engine of the hosts file, plus the machine-wide pool leases once (none stale here)
+    assert set(swept["found"]) == {"docker@local", "docker@second", "baremetal"}
+    assert swept["found"]["docker@second"] and not swept["found"]["baremetal"]
     assert json.loads(cli(*gc, "--dry-run").stdout)["total"] == 0
