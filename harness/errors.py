@@ -29,6 +29,15 @@ class InputError(HarnessError):
         self.key = key
 
 
+class ResourceBusy(InputError):
+    """What a trial needs is held by other running trials for now (a pool's machines):
+    the trial waits and asks again, for at most `wait_sec` in all, then fails with this."""
+
+    def __init__(self, message: str, wait_sec: float):
+        super().__init__(message)
+        self.wait_sec = wait_sec
+
+
 class TaskError(InputError):
     """A task package failed validation; `problems` holds one line per problem."""
 

@@ -98,7 +98,9 @@ class Substrate(ABC):
     (Terraform provider pins: source, version, `shared` when one provider process may serve
     every command of a harness process, `build` the script that builds it into the mirror),
     `env_types` (the task.toml `[environment] type`s it runs by default), `capabilities`
-    (what faults and gates may rely on: power, own_kernel, own_clock, block_devices),
+    (what faults and gates may rely on: power, own_kernel, own_clock, block_devices;
+    root_ssh: its nodes get password-less root SSH to each other for every task format,
+    as a bare-metal cluster's machines have),
     `holds_capacity` (a trial holds host memory and CPUs while it runs),
     `default_concurrency`, `engine` (the hosts-file key of the endpoint it runs on; empty
     when its nodes live elsewhere) with `endpoint_model` (that key's pydantic model or

@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from harness.errors import AnsibleError
+from harness import substrates
+from harness.errors import AnsibleError, RegistryError
 from harness.paths import ANSIBLE_PLUGINS, PLAYBOOKS, ROLES, TrialPaths
 
 ANSIBLE_PLAYBOOK = ANSIBLE_PLUGINS / "bin" / "ansible-playbook"
@@ -179,13 +180,23 @@ def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
     return extra
 
 
+def _root_ssh(task) -> bool:
+    """Root SSH between the nodes: InfraBench tasks expect it; a substrate may give it to
+    every task (capability `root_ssh`)."""
+    try:
+        cls = substrates.substrate_class(substrates.for_env_type(task.env.type))
+    except RegistryError:
+        return task.format == "infrabench"
+    return task.format == "infrabench" or "root_ssh" in cls.capabilities
+
+
 def prepare_skip_tags(task) -> list[str]:
     """Tags of playbooks/trial.yml's setup and bootstrap parts this task has nothing for
     (skipped: no task run to find out that a list is empty)."""
     ans = task.env.ansible
     bootstrap = task.path / "environment" / "bootstrap.sh"
     return [tag for tag, empty in (("setup_roles", not ans.setup),
-                                   ("cluster_ssh", task.format != "infrabench"),
+                                   ("cluster_ssh", not _root_ssh(task)),
                                    ("bootstrap_script", not bootstrap.is_file()),
                                    ("bootstrap_roles", not ans.bootstrap)) if empty]
 

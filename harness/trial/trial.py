@@ -25,7 +25,7 @@ from pathlib import Path
 
 from harness import __version__, owner
 from harness.agents import Agent, AgentContext
-from harness.errors import AnsibleError, HarnessError, InputError
+from harness.errors import AnsibleError, HarnessError, InputError, ResourceBusy
 from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
 from harness.paths import TrialPaths
 from harness.redact import Redactor
@@ -62,6 +62,7 @@ from harness.trial.gates import GateContext, gates_for, run_gates
 from harness.trial.scenario import ScenarioAPI, load_scenario, run_window
 from harness.trial.verifier import GateResult, run_verifier
 
+BUSY_POLL_SEC = 2.0
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="hx-trial")
 
 
@@ -187,6 +188,23 @@ class Trial:
             "substrate": self.substrate.name, "host": self.host, "created_at": now_iso(),
             "harness_version": __version__})
 
+    async def _terraform_vars(self) -> dict:
+        """The substrate's Terraform variables; while what it needs is held by other running
+        trials (ResourceBusy), ask again every few seconds, for as long as it says."""
+        loop = asyncio.get_running_loop()
+        start, said = loop.time(), False
+        while True:
+            try:
+                return await self._blocking(self.substrate.terraform_vars, self.spec)
+            except ResourceBusy as exc:
+                if loop.time() - start >= exc.wait_sec:
+                    raise ResourceBusy(f"{exc.message} (waited {exc.wait_sec:.0f}s)",
+                                       exc.wait_sec) from None
+                if not said:
+                    said = True
+                    self.event("provision.waiting", reason=exc.message)
+                await asyncio.sleep(BUSY_POLL_SEC)
+
     async def _provision(self) -> None:
         warm_shared_providers(required_providers(self.substrate.providers),
                               self.substrate.provider_config())
@@ -195,7 +213,7 @@ class Trial:
             self.warnings.append(note)
             self.event("image.mapped", warning=note)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image)
-        tf_vars = await self._blocking(self.substrate.terraform_vars, self.spec)
+        tf_vars = await self._terraform_vars()
         self.secret_values.extend(v for v in self.substrate.secrets(self.spec)
                                   if v and v not in self.secret_values)
         write_root(self.paths, render_root(self.substrate.terraform_module(),

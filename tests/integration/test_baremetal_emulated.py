@@ -100,6 +100,21 @@ def test_emulated_pool_bmcs_speak_ipmi_in_and_out_of_band(pool_name):
     asyncio.run(ssh.wait_ready(node1.ssh.host, node1.ssh.key_path, 240))
     assert domain_active(node1.domain)
     assert lease.read(name) == {}
+    # a Serial-over-LAN session activates (console data does not flow through ipmi_sim yet)
+    assert "SOL Session operational" in sol_session(creds["node1"])
+
+
+def sol_session(creds: dict) -> str:
+    """What an IPMI 2.0 Serial-over-LAN session prints (a few Enter presses, then `~.`)."""
+    feed = "sleep 3; printf '\\r\\n'; sleep 3; printf '\\r\\n'; sleep 4; printf '\\r\\n~.'"
+    argv = ["timeout", "30", "sh", "-c", f"({feed}) | ipmitool -I lanplus -H {creds['address']} "
+            f"-U {creds['user']} -E sol activate"]
+    out = subprocess.run(argv, capture_output=True, text=True,
+                         env={**os.environ, "IPMI_PASSWORD": creds["password"]})
+    subprocess.run(["ipmitool", "-I", "lanplus", "-H", creds["address"], "-U", creds["user"],
+                    "-E", "sol", "deactivate"], capture_output=True,
+                   env={**os.environ, "IPMI_PASSWORD": creds["password"]})
+    return out.stdout + out.stderr
 
 
 CLOUDLAB_TASK = Path(__file__).resolve().parent / "tasks" / "cloudlab-cluster"
@@ -157,3 +172,65 @@ def test_a_killed_trials_lease_is_reset_and_reclaimed_by_gc(pool_name):
     m = pool.machine(machine)
     asyncio.run(ssh.wait_ready(m.ssh.host, m.ssh.key_path, 240))
     assert reset.dirty(m) == []
+
+
+POWER_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-power-loss"
+
+
+def test_two_campaigns_take_turns_on_one_pool_with_the_l1_power_task(pool_name, tmp_path):
+    """The L1 seed task as a user runs it: `harness campaign apply`, twice at once on the
+    two-machine pool (the oracle in one campaign, nop in the other). The second campaign's
+    trial waits for the first one's lease, never shares a machine, and each scores as it
+    should (oracle 1.0, nop < 0.5); nothing is left (leases, powered-off machines, gc)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"substrates: {{baremetal: {{pool: {pool_name}}}}}\n")
+    env = {**os.environ, "HARNESS_CONFIG": str(config)}
+    runs = {}
+    for agent in ("oracle", "nop"):
+        camp = tmp_path / f"{agent}.yaml"
+        camp.write_text(json.dumps({"name": f"bm-{agent}", "tasks": [str(POWER_TASK)],
+                                    "agents": [{"name": agent}], "attempts": 1,
+                                    "retries": 0}))
+        run_dir = tmp_path / f"run-{agent}"
+        runs[agent] = (run_dir, subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "campaign", "apply", str(camp), "--out",
+             str(run_dir), "--json"], cwd=Path(__file__).resolve().parents[2], env=env,
+            stdout=subprocess.DEVNULL, stderr=(tmp_path / f"{agent}.err").open("w")))
+        if agent == "oracle":  # the nop campaign starts once the oracle's trial holds the pool
+            deadline = time.monotonic() + 300
+            while not lease.read(pool_name) and runs["oracle"][1].poll() is None:
+                assert time.monotonic() < deadline, "the oracle's trial never leased"
+                time.sleep(0.5)
+    try:
+        for agent, (_, proc) in runs.items():
+            proc.wait(timeout=1500)
+            assert proc.returncode == 0, (agent, (tmp_path / f"{agent}.err").read_text()[-2000:])
+    finally:
+        for _, proc in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+    recs = {}
+    for agent, (run_dir, _) in runs.items():
+        [path] = (run_dir / "trials").glob("*/result.json")
+        recs[agent] = json.loads(path.read_text())
+        rec = recs[agent]
+        assert rec["leaks"] == [], rec["leaks"]
+        assert {c.get("phase") for c in rec["checks"]} == {"functional", "cleanup"}
+    assert (recs["oracle"]["status"], recs["oracle"]["reward"]) == ("passed", 1.0), \
+        (recs["oracle"]["error"], recs["oracle"]["checks"])
+    assert recs["nop"]["status"] == "failed" and recs["nop"]["reward"] < 0.5, \
+        (recs["nop"]["error"], recs["nop"]["checks"])
+    events = [json.loads(line) for line in (
+        runs["nop"][0] / "trials" / recs["nop"]["trial_id"] / "events.jsonl").open()]
+    waited = [e for e in events if e["name"] == "provision.waiting"]
+    assert waited and "trial " + recs["oracle"]["trial_id"] in waited[0]["data"]["reason"]
+    assert lease.read(pool_name) == {}
+    pool = load_pool(pool_name)
+    for m in pool.machines:  # nop left node1 off: the reset at teardown powered it on
+        assert ipmi.power(pool.bmc_credentials(m), "status") == "on"
+        asyncio.run(ssh.wait_ready(m.ssh.host, m.ssh.key_path, 240))
+        assert reset.dirty(m) == []
+    for name in ("bm-oracle", "bm-nop"):
+        gc = subprocess.run([sys.executable, "-m", "harness.cli", "gc", "--campaign", name,
+                             "--dry-run", "--json"], capture_output=True, text=True, env=env)
+        assert json.loads(gc.stdout)["total"] == 0, gc.stdout

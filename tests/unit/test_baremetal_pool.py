@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness.errors import ConfigError, InputError
+from harness.errors import ConfigError, InputError, ResourceBusy
 from harness.substrates.baremetal import lease
 from harness.substrates.baremetal.pool import load_pool, pools_dir
 
@@ -93,9 +93,10 @@ def test_leases_are_exclusive_and_released(home):
     got = lease.acquire(pool, "trial-a", "c", 2)
     assert [m.name for m in got] == ["node0", "node1"]
     assert [m.name for m in lease.acquire(pool, "trial-a", "c", 2)] == ["node0", "node1"]
-    with pytest.raises(InputError, match=r"2 machine\(s\) needed, 1 free; leased: node0 "
-                                         r"\(trial trial-a"):
-        lease.acquire(pool, "trial-b", "c", 2)
+    with pytest.raises(ResourceBusy, match=r"2 machine\(s\) needed, 1 free; leased: node0 "
+                                           r"\(trial trial-a") as busy:
+        lease.acquire(pool, "trial-b", "c", 2, wait_sec=30)
+    assert busy.value.wait_sec == 30  # trial-a runs: trial-b's trial waits for it
     record = lease.read("lab")["node0"]
     assert record["trial"] == "trial-a" and record["pid"] == os.getpid()
     assert lease.release("lab", "trial-a") == ["node0", "node1"]
@@ -151,8 +152,9 @@ def test_a_killed_trials_lease_is_stale_and_kept_until_gc(home):
         time.sleep(0.05)
     assert list(lease.stale("lab")) == ["node0"]
     with pytest.raises(InputError, match=r"stale \(run `harness gc` to clean and reclaim\): "
-                                         r"node0"):
-        lease.acquire(load_pool("lab"), "next", "c", 1)
+                                         r"node0") as refused:
+        lease.acquire(load_pool("lab"), "next", "c", 1, wait_sec=30)
+    assert not isinstance(refused.value, ResourceBusy)  # no use waiting: only gc frees it
     assert lease.main(["check", "--pool", "lab", "--trial", "next", "--machine", "node0"]) == 1
     assert lease.main(["check", "--pool", "lab", "--trial", "dead-trial",
                        "--machine", "node0"]) == 0

@@ -11,7 +11,7 @@ from harness.errors import TaskError
 from harness.task import load_task
 from harness.task.compat import NetworkPolicy, normalize, parse_size_mb, task_format
 from harness.tools.ansible import prepare_skip_tags
-from tests.unit.test_task import make
+from tests.unit.test_task import REPO, make
 
 HARBOR = """\
 version = "1.0"
@@ -176,6 +176,9 @@ def test_egress_modes_refused_where_the_substrate_cannot_enforce_them(tmp_path, 
 def test_native_tasks_keep_their_semantics(tmp_path):
     task = load_task(make(tmp_path, "[environment]\nmemory_mb = 256\n"))
     assert task.format == "harness" and "cluster_ssh" in prepare_skip_tags(task)
+    # a bare-metal cluster's machines trust each other whatever the task's format
+    bm = load_task(REPO / "tasks" / "baremetal-power-loss")
+    assert bm.format != "infrabench" and "cluster_ssh" not in prepare_skip_tags(bm)
     assert task_format({"version": "1.0"}) == "harbor"
     assert normalize({"environment": {"memory": "1G"}})[0]["environment"] == {"memory_mb": 1024}
 
@@ -257,6 +260,25 @@ def test_syscraft_helpers_tolerate_missing_arguments_under_set_u(tmp_path):
     out = subprocess.run(["bash", "-c", body], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[10.0.0.1][10.0.0.1][node1][][node0][10.0.0.10][]"
+
+    # On a machine with a BMC device, this node's BMC is what it finds in-band; another
+    # node's over SSH (cluster-info, found by name or by host, when it cannot be asked).
+    lan_print = "IP Address Source       : Static Address\nIP Address              : 10.9.9.9\n"
+    (tmp_path / "ipmi0").touch()
+    body = (f"set -euo pipefail; export HARNESS_IPMI_DEVICE={tmp_path}/ipmi0; "
+            f". {tmp_path}/cluster-info.sh; hostname() {{ echo node1; }}; "
+            f"ipmitool() {{ printf '{lan_print}'; }}; "
+            "ssh() { [ \"${*: -2:1}\" = root@node1 ] && printf 'IP Address : 10.8.8.8\\n'; }; "
+            "echo \"[$(syscraft_discover_bmc_ip)][$(syscraft_discover_bmc_ip node1)]"
+            "[$(syscraft_discover_bmc_ip node0)][$(syscraft_remote_discover_bmc_ip node1 '-p 22')]"
+            "[$(syscraft_remote_discover_bmc_ip node1.lab)]"
+            "[$(syscraft_remote_discover_bmc_ip x)]\"; "
+            "syscraft_remote_discover_bmc_ip x; syscraft_discover_bmc_ip node0; "
+            "ipmitool() { return 1; }; syscraft_discover_bmc_ip; echo end")
+    out = subprocess.run(["bash", "-c", body], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[10.9.9.9][10.9.9.9][][10.8.8.8][10.0.0.1][]", "10.0.0.1",
+                                  "end"]
 
 
 def test_infrabench_bootstrap_runs_on_the_primary_only(tmp_path):

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from harness import owner
 from harness.config import LOCAL_BASE, Settings, load_settings
@@ -40,10 +40,13 @@ BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
 
 class BaremetalSettings(BaseModel):
     """`pool`: the pool trials lease from (default: the emulated pool `emulated`, made on
-    first use with `emulate_nodes` machines of `emulate_memory_mb` each)."""
+    first use with `emulate_nodes` machines of `emulate_memory_mb` each). `lease_wait_sec`:
+    how long a trial waits for machines that other running trials hold (two campaigns on
+    one pool take turns)."""
 
     model_config = ConfigDict(extra="forbid")
     pool: str = ""
+    lease_wait_sec: int = Field(default=3600, ge=0)
     emulate_nodes: int = 3
     emulate_memory_mb: int = 512
 
@@ -53,7 +56,8 @@ class BaremetalSubstrate(Substrate):
 
     name: ClassVar[str] = "baremetal"
     env_types: ClassVar[tuple[str, ...]] = ("baremetal", "cloudlab")
-    capabilities: ClassVar[frozenset[str]] = frozenset({"power", "own_kernel", "own_clock"})
+    capabilities: ClassVar[frozenset[str]] = frozenset({"power", "own_kernel", "own_clock",
+                                                        "root_ssh"})
     settings_model: ClassVar[type[BaseModel]] = BaremetalSettings
     default_concurrency: ClassVar[int] = 1
 
@@ -100,7 +104,8 @@ class BaremetalSubstrate(Substrate):
         nodes = list(spec.task.nodes)
         hints = [getattr(n, "host", None) or "" for n in nodes]
         got = lease.acquire(pool, spec.trial_id, spec.campaign, len(nodes),
-                            prefer=[h.split(".")[0] for h in hints if h])
+                            prefer=[h.split(".")[0] for h in hints if h],
+                            wait_sec=self.config.lease_wait_sec)
         plan = [{"node": n.name, "machine": m.name, "address": m.ssh.host, "host_hint": h}
                 for n, m, h in zip(nodes, got, hints, strict=True)]
         path = spec.root / "baremetal" / "machines.json"

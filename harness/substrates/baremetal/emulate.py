@@ -176,14 +176,46 @@ def _free_tcp_port(seed: int, taken: set[int]) -> int:
     raise PreflightError("no free TCP ports in 17000-18999 for an emulated BMC")
 
 
+LANCONTROL = """#!/bin/sh
+# ipmi_sim's lan_config_program for {node}: what the BMC reports of its own LAN settings
+# (`ipmitool lan print`, in-band or over the network). Read-only: a set is refused.
+while [ $# -gt 0 ] && [ "$1" != get ]; do
+    case $1 in set|check) echo "the emulated BMC's LAN settings are fixed"; exit 1;; esac
+    shift
+done
+[ $# -gt 0 ] && shift
+for parm; do
+    case $parm in
+        ip_addr) echo "ip_addr:{ip}";;
+        ip_addr_src) echo "ip_addr_src:static";;
+        mac_addr) echo "mac_addr:{mac}";;
+        subnet_mask) echo "subnet_mask:{mask}";;
+        default_gw_ip_addr) echo "default_gw_ip_addr:{gw}";;
+        *_ip_addr) echo "$parm:0.0.0.0";;
+        *_mac_addr) echo "$parm:00:00:00:00:00:00";;
+    esac
+done
+"""
+
+
+def _lancontrol(name: str, node: str, bmc_ip: str, net: ipaddress.IPv4Network) -> Path:
+    """The machine's lan_config_program (its BMC's address, mask, gateway and MAC)."""
+    path = pool_dir(name) / f"{node}-lancontrol.sh"
+    path.write_text(LANCONTROL.format(node=node, ip=bmc_ip, mac=_mac(name, node, 9),
+                                      mask=net.netmask, gw=net.network_address + 1))
+    path.chmod(0o755)
+    return path
+
+
 def _lan_conf(node: str, bmc_ip: str, serial_port: int, user: str, password: str,
-              domain: str) -> str:
+              domain: str, lancontrol: Path) -> str:
     power = (f"{sys.executable} -W ignore::RuntimeWarning -m {MODULE} power --domain {domain} "
              f"--uri {URI}")
     return f"""name "{node}"
 set_working_mc 0x20
   startlan 1
     addr {bmc_ip} 623
+    lan_config_program "{lancontrol}"
     priv_limit admin
     allowed_auths_callback none md2 md5 straight
     allowed_auths_user none md2 md5 straight
@@ -273,8 +305,9 @@ def emulate(name: str, nodes: int = 3, memory_mb: int = 512, log=print) -> Pool:
                 conn.lookupByName(dom)
             except libvirt.libvirtError:
                 conn.defineXML(xml)
-            _write_secret(files["conf"], _lan_conf(node, bmc_ip[node], serial,
-                                                   creds[node][0], creds[node][1], dom))
+            _write_secret(files["conf"], _lan_conf(
+                node, bmc_ip[node], serial, creds[node][0], creds[node][1], dom,
+                _lancontrol(name, node, bmc_ip[node], mgmt_net)))
     finally:
         conn.close()
     _write_pool_file(name, names, ip, mgmt_ip, bmc_ip, data_net, mgmt_net, memory_mb)

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness import owner
-from harness.errors import HarnessError, InputError
+from harness.errors import HarnessError, InputError, ResourceBusy
 from harness.results import write_json_atomic
 from harness.substrates.baremetal import reset
 from harness.substrates.baremetal.pool import Machine, Pool, load_pool, pools_dir
@@ -79,29 +79,35 @@ def is_live(record: dict) -> bool:
 
 
 def acquire(pool: Pool, trial: str, campaign: str, count: int, tags: list[str] = (),
-            prefer: list[str] = ()) -> list[Machine]:
+            prefer: list[str] = (), wait_sec: float = 0.0) -> list[Machine]:
     """Lease `count` free machines with `tags` for `trial` (machines it already holds count;
-    `prefer`: names tried first); InputError naming what is taken when too few are free."""
+    `prefer`: names tried first). Too few free: ResourceBusy (worth waiting up to
+    `wait_sec`) while other live trials hold enough of the rest, else InputError; both
+    name what is taken."""
     candidates = pool.with_tags(list(tags))
     if len(candidates) < count:
         raise InputError(f"pool {pool.name} has {len(candidates)} machine(s) with tags "
                          f"{list(tags) or '(any)'}; the task needs {count}")
     order = sorted(candidates, key=lambda m: (m.name not in prefer, m.name))
+    names = {m.name for m in candidates}
     with pool_lock(pool.name):
         leases = read(pool.name)
         mine = [m for m in order if leases.get(m.name, {}).get("trial") == trial]
         free = [m for m in order if m.name not in leases]
         chosen = (mine + free)[:count]
         if len(chosen) < count:
-            busy = {n: r for n, r in leases.items() if r.get("trial") != trial}
+            busy = {n: r for n, r in leases.items() if r.get("trial") != trial and n in names}
             stale = sorted(n for n, r in busy.items() if not is_live(r))
-            raise InputError(
+            message = (
                 f"pool {pool.name}: {count} machine(s) needed, {len(mine) + len(free)} free; "
                 f"leased: " + ", ".join(f"{n} (trial {r.get('trial')}, "
                                         f"{owner.describe(r.get('owner'))})"
                                         for n, r in sorted(busy.items()))
                 + (f"; stale (run `harness gc` to clean and reclaim): {', '.join(stale)}"
                    if stale else ""))
+            if len(chosen) + len(busy) - len(stale) >= count:
+                raise ResourceBusy(message, wait_sec)
+            raise InputError(message)
         now = time.time()
         for m in chosen:
             write_json_atomic(lease_dir(pool.name) / f"{m.name}.json", {

@@ -35,7 +35,7 @@ DIRTY = ("for p in " + " ".join(p for p in HARNESS_PATHS if p != "/etc/harness")
          "grep -qs '^trial=' /etc/harness/cluster-info && echo /etc/harness/cluster-info; "
          "sync; true")  # (sync: what boot wrote, e.g. the SSH host key, survives a hard reset)
 CLEANUP = ("rm -rf " + " ".join(HARNESS_PATHS) + "; cd /root/.ssh 2>/dev/null && { "
-           "sed -i '/ harness-cluster$/d' authorized_keys; "
+           "sed -i '/ harness-cluster$/d' authorized_keys authorized_keys2; "
            "sed -i '/^# BEGIN harness cluster$/,/^# END harness cluster$/d' config; "
            "grep -qs ' harness-cluster$' id_ed25519.pub && rm -f id_ed25519 id_ed25519.pub; "
            "}; sync")

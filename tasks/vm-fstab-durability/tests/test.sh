@@ -3,7 +3,16 @@
 # data. Durability: the volume mounts from /etc/fstab alone (unmounted and remounted here)
 # and reportd is enabled; the durability gate also reboots the VM for real and runs this
 # again. Cleanup: exactly one fstab line for the mount point and no stray loop devices.
-fresh() { local t; t=$(cat /var/lib/reportd/heartbeat 2>/dev/null) || return 1; [ $(( $(date +%s) - t )) -lt 30 ]; }
+# (a read may land between reportd truncating the heartbeat and writing it: ask up to 3 times)
+fresh() {
+  local t i
+  for i in 1 2 3; do
+    t=$(cat /var/lib/reportd/heartbeat 2>/dev/null)
+    [[ "$t" =~ ^[0-9]+$ ]] && [ $(( $(date +%s) - t )) -lt 30 ] && return 0
+    sleep 1
+  done
+  return 1
+}
 data_ok() { [ -f /root/.reportd-sums ] && [ "$(sha256sum /var/lib/reportd/reports/*.csv 2>/dev/null | awk '{print $1}')" = "$(cat /root/.reportd-sums)" ]; }
 on_volume() { [ "$(findmnt -n -o SOURCE --target /var/lib/reportd 2>/dev/null)" != "$(findmnt -n -o SOURCE /)" ] && losetup -j /srv/reportd.img | grep -q .; }
 
