@@ -183,11 +183,13 @@ def task_extravars(task, paths: TrialPaths) -> dict[str, Any]:
 def _root_ssh(task) -> bool:
     """Root SSH between the nodes: InfraBench tasks expect it; a substrate may give it to
     every task (capability `root_ssh`)."""
+    if task.format == "infrabench":
+        return True
     try:
-        cls = substrates.substrate_class(substrates.for_env_type(task.env.type))
+        return "root_ssh" in substrates.substrate_class(
+            substrates.for_env_type(task.env.type)).capabilities
     except RegistryError:
-        return task.format == "infrabench"
-    return task.format == "infrabench" or "root_ssh" in cls.capabilities
+        return False
 
 
 def prepare_skip_tags(task) -> list[str]:
