@@ -34,9 +34,14 @@ lint_log=$(mktemp)
 lint_pid=$!
 trap 'kill "$lint_pid" 2>/dev/null || true; rm -f "$lint_log"' EXIT
 
-echo "==> pytest"
+# parallel workers (pytest-xdist): the VM modules in two lanes, everything else beside them
+# (tests/conftest.py); HARNESS_TEST_WORKERS=0 runs them one after the other
+workers=${HARNESS_TEST_WORKERS:-3}
+parallel=()
+((workers > 1)) && parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+echo "==> pytest (${workers} workers)"
 rc=0
-python -m pytest --durations=40 "$@" || rc=$?
+python -m pytest "${parallel[@]}" --durations=40 "$@" || rc=$?
 lint_rc=0
 wait "$lint_pid" || lint_rc=$?
 cat "$lint_log"

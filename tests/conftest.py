@@ -8,6 +8,11 @@ from pathlib import Path
 
 import pytest
 
+# `scripts/test.sh` runs pytest in parallel workers (`-n 3 --dist loadgroup`). A TCG guest keeps
+# a core busy while it boots, so the VM test modules run in two lanes (each lane one worker, one
+# module after the other); every other module is one unit of work for whichever worker is free.
+VM_LANE_A = {"test_baremetal_emulated.py", "test_libvirt_substrate.py", "test_task_formats_vm.py"}
+
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "tasks"
 
@@ -82,3 +87,24 @@ def host_addresses() -> list[str]:
     out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True).stdout
     return [a["local"] for link in json.loads(out or "[]") for a in link.get("addr_info", [])
             if not a["local"].startswith("127.")]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under `--dist loadgroup`: group tests by module (VM modules by lane) and queue the VM
+    lanes first, then the other integration modules, then the unit tests."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+
+    def rank(item) -> int:
+        if item.get_closest_marker("libvirt"):
+            return 0
+        return 1 if item.get_closest_marker("docker") else 2
+
+    for item in items:
+        if rank(item) == 0:
+            group = "vm-a" if item.path.name in VM_LANE_A else "vm-b"
+        else:
+            group = str(item.path.relative_to(REPO))
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=rank)
