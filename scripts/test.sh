@@ -38,7 +38,7 @@ trap 'kill "$lint_pid" 2>/dev/null || true; rm -f "$lint_log"' EXIT
 # (tests/conftest.py); HARNESS_TEST_WORKERS=0 runs them one after the other
 workers=${HARNESS_TEST_WORKERS:-3}
 parallel=()
-((workers > 1)) && parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+((workers > 1)) && parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 echo "==> pytest (${workers} workers)"
 rc=0
 python -m pytest "${parallel[@]}" --durations=40 "$@" || rc=$?

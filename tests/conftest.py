@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 
-# `scripts/test.sh` runs pytest in parallel workers (`-n 3 --dist loadgroup`). A TCG guest keeps
-# a core busy while it boots, so the VM test modules run in two lanes (each lane one worker, one
-# module after the other); every other module is one unit of work for whichever worker is free.
-VM_LANE_A = {"test_baremetal_emulated.py", "test_libvirt_substrate.py", "test_task_formats_vm.py"}
+# `scripts/test.sh` runs pytest in parallel workers (`-n 3 --dist loadfile`). A TCG guest keeps
+# a core busy, so the VM test modules (marker `libvirt`) run in two lanes: a lane is one unit of
+# work (one worker, one module after the other); every other module is a unit of its own.
+VM_LANES = {
+    "test_baremetal_emulated.py": "vm-a", "test_libvirt_substrate.py": "vm-a",
+    "test_task_formats_vm.py": "vm-a",
+    "test_faults_vm.py": "vm-b", "test_libvirt_trials.py": "vm-b",
+    "test_libvirt_campaign.py": "vm-b",
+}
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "tasks"
@@ -89,22 +94,25 @@ def host_addresses() -> list[str]:
             if not a["local"].startswith("127.")]
 
 
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under `--dist loadgroup`: group tests by module (VM modules by lane) and queue the VM
-    lanes first, then the other integration modules, then the unit tests."""
-    if config.getoption("dist", "no") != "loadgroup":
-        return
+    """On an xdist worker: queue the VM lanes first, then the other integration modules, then
+    the unit tests (every worker collects in this order; the scheduler hands out in it)."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: 0 if item.path.name in VM_LANES
+                   else 1 if item.get_closest_marker("docker") else 2)
 
-    def rank(item) -> int:
-        if item.get_closest_marker("libvirt"):
-            return 0
-        return 1 if item.get_closest_marker("docker") else 2
 
-    for item in items:
-        if rank(item) == 0:
-            group = "vm-a" if item.path.name in VM_LANE_A else "vm-b"
-        else:
-            group = str(item.path.relative_to(REPO))
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=rank)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the VM modules of one lane as one unit of work."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return VM_LANES.get(Path(path).name, path)
+
+    return Lanes(config, log)
