@@ -25,11 +25,14 @@ LABEL = "harness.owner"
 
 
 def _start_ticks(pid: int) -> str | None:
+    """The pid's start time, or None when no such process runs (a zombie runs no more: it
+    only waits for its parent to reap it, holding nothing)."""
     try:
         stat = open(f"/proc/{pid}/stat").read()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22: starttime
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else fields[19]  # field 3: state; 22: starttime
 
 
 @lru_cache(maxsize=1)
@@ -56,7 +59,7 @@ def alive(owner: str | None) -> bool:
     if not owner or owner in ("0", "-"):
         return False
     if owner.isdigit():
-        return int(owner) > 0 and os.path.exists(f"/proc/{owner}")
+        return int(owner) > 0 and _start_ticks(int(owner)) is not None
     try:
         where, pid, start = owner.split(":", 2)
         start, _, boot = start.partition("@")
