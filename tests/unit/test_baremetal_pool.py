@@ -162,6 +162,39 @@ def test_a_killed_trials_lease_is_stale_and_kept_until_gc(home):
         "dead-trial"
 
 
+def test_another_hosts_lease_is_live_while_its_heartbeat_is_fresh(home):
+    write_pool(n=2)
+    lease.acquire(load_pool("lab"), "remote-trial", "c", 2)
+    for machine, age in (("node0", 10), ("node1", lease.HEARTBEAT_TTL_SEC + 60)):
+        path = lease.lease_dir("lab") / f"{machine}.json"
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({**record, "host": "other-harness-host", "pid": 1,
+                                    "heartbeat": time.time() - age}))
+    records = lease.read("lab")
+    assert lease.is_live(records["node0"]) and not lease.is_live(records["node1"])
+    assert list(lease.stale("lab")) == ["node1"]
+    assert list(lease.stale("lab", trial="remote-trial")) == ["node1"]
+    with pytest.raises(InputError, match=r"stale .*: node1"):
+        lease.acquire(load_pool("lab"), "local-trial", "c", 1)
+
+
+def test_a_trials_heartbeat_runs_until_its_leases_are_released(home):
+    write_pool(n=1)
+    lease.acquire(load_pool("lab"), "beating", "c", 1)
+    path = lease.lease_dir("lab") / "node0.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "heartbeat": 1.0}))
+    thread = lease.keep_alive("lab", "beating", interval=0.05)
+    assert lease.keep_alive("lab", "beating", interval=0.05) is thread
+    deadline = time.time() + 10
+    while lease.read("lab")["node0"]["heartbeat"] == 1.0:
+        assert time.time() < deadline, "the heartbeat was never refreshed"
+        time.sleep(0.05)
+    assert thread.is_alive()
+    lease.release("lab", "beating")
+    thread.join(10)
+    assert not thread.is_alive() and lease.read("lab") == {}
+
+
 def test_a_trial_leases_its_nodes_and_the_inventory_names_their_bmcs(home, tmp_path):
     """terraform_vars leases one machine per node (host hints first) and records the
     mapping; plan_vars leases nothing; the inventory gives each node its BMC address (no

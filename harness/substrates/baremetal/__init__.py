@@ -106,6 +106,7 @@ class BaremetalSubstrate(Substrate):
         got = lease.acquire(pool, spec.trial_id, spec.campaign, len(nodes),
                             prefer=[h.split(".")[0] for h in hints if h],
                             wait_sec=self.config.lease_wait_sec)
+        lease.keep_alive(pool.name, spec.trial_id)
         plan = [{"node": n.name, "machine": m.name, "address": m.ssh.host, "host_hint": h}
                 for n, m, h in zip(nodes, got, hints, strict=True)]
         path = spec.root / "baremetal" / "machines.json"

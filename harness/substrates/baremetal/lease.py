@@ -9,7 +9,10 @@ two harness processes never hold one machine. A lease is *live* while its trial 
 (`harness.owner`: the trial's lock is held, or the owner process still runs); a lease
 whose owner died (kill -9) is *stale*: its machine is not handed out again until
 `harness gc` has cleaned it (reset + cleanup play) and reclaimed the lease, because the
-dead trial may have left faults and files on it. Another host's lease counts as live.
+dead trial may have left faults and files on it. Another host's lease (a pool directory
+shared between harness hosts) counts as live while its heartbeat is fresh: the trial's
+process refreshes it every `HEARTBEAT_SEC` (`keep_alive`, a daemon thread, for as long as
+the trial holds leases); one not refreshed for `HEARTBEAT_TTL_SEC` is stale.
 
 Run as a module, it is what the trial's Terraform root calls (`terraform_data.lease`):
 `check` at create (the lease must be this trial's), `release` at destroy.
@@ -23,6 +26,7 @@ import fcntl
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +38,8 @@ from harness.substrates.baremetal import reset
 from harness.substrates.baremetal.pool import Machine, Pool, load_pool, pools_dir
 
 LOCK_TIMEOUT_SEC = 60.0
+HEARTBEAT_SEC = 30.0
+HEARTBEAT_TTL_SEC = 300.0
 
 
 def lease_dir(pool: str) -> Path:
@@ -71,10 +77,18 @@ def read(pool: str) -> dict[str, dict]:
     return out
 
 
+def expired(record: dict, now: float | None = None) -> bool:
+    """Whether the lease's heartbeat is older than `HEARTBEAT_TTL_SEC` (one without a
+    heartbeat never expires)."""
+    beat = record.get("heartbeat")
+    return isinstance(beat, int | float) and (now or time.time()) - beat > HEARTBEAT_TTL_SEC
+
+
 def is_live(record: dict) -> bool:
-    """A lease whose trial still runs here, or whose owner runs (or is on another host)."""
+    """A lease whose trial still runs here, or whose owner runs, or another host's whose
+    heartbeat is fresh."""
     if record.get("host") and record["host"] != owner.host():
-        return True
+        return not expired(record)
     return owner.trial_running(record.get("trial", "")) or owner.alive(record.get("owner"))
 
 
@@ -117,13 +131,43 @@ def acquire(pool: Pool, trial: str, campaign: str, count: int, tags: list[str] =
     return chosen
 
 
-def heartbeat(pool: str, trial: str) -> None:
-    """Refresh the heartbeat of every lease `trial` holds in `pool`."""
+def heartbeat(pool: str, trial: str) -> int:
+    """Refresh the heartbeat of every lease `trial` holds in `pool`; how many it holds."""
+    held = 0
     with pool_lock(pool):
         for machine, record in read(pool).items():
             if record.get("trial") == trial:
                 record["heartbeat"] = time.time()
                 write_json_atomic(lease_dir(pool) / f"{machine}.json", record)
+                held += 1
+    return held
+
+
+_beating: dict[tuple[str, str], threading.Thread] = {}
+
+
+def keep_alive(pool: str, trial: str, interval: float = HEARTBEAT_SEC) -> threading.Thread:
+    """Refresh `trial`'s leases every `interval` seconds in a daemon thread, which ends once
+    the trial holds none (they are released at teardown, by Terraform's destroy or gc) or
+    with the process. Idempotent per (pool, trial)."""
+    key = (pool, trial)
+    running = _beating.get(key)
+    if running and running.is_alive():
+        return running
+
+    def beat() -> None:
+        while True:
+            time.sleep(interval)
+            try:
+                if not heartbeat(pool, trial):
+                    return
+            except (OSError, HarnessError):
+                continue  # a lock held too long or a full disk: try again next beat
+
+    thread = threading.Thread(target=beat, name=f"lease-heartbeat-{trial}", daemon=True)
+    _beating[key] = thread
+    thread.start()
+    return thread
 
 
 def release(pool: str, trial: str, machines: list[str] | None = None) -> list[str]:
@@ -145,7 +189,9 @@ def stale(pool: str, trial: str | None = None, force: bool = False) -> dict[str,
         if force:
             return True
         if trial is not None:
-            return r.get("host") in (None, owner.host()) and not owner.run_elsewhere(trial)
+            if r.get("host") not in (None, owner.host()):
+                return expired(r)
+            return not owner.run_elsewhere(trial)
         return not is_live(r)
 
     return {m: r for m, r in read(pool).items()
