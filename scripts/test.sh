@@ -34,9 +34,9 @@ lint_log=$(mktemp)
 lint_pid=$!
 trap 'kill "$lint_pid" 2>/dev/null || true; rm -f "$lint_log"' EXIT
 
-# parallel workers (pytest-xdist): the VM modules in two lanes, everything else beside them
+# parallel workers (pytest-xdist): the VM modules in one lane, everything else beside it
 # (tests/conftest.py); HARNESS_TEST_WORKERS=0 runs them one after the other
-workers=${HARNESS_TEST_WORKERS:-3}
+workers=${HARNESS_TEST_WORKERS:-2}
 parallel=()
 ((workers > 1)) && parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 echo "==> pytest (${workers} workers)"

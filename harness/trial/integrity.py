@@ -210,9 +210,9 @@ MANIFEST_SH = r"""
 for d in DIRS; do
   [ -d "$d" ] || continue
   find "$d" -maxdepth 1 -mindepth 1 \( -type f -o -type l \) \
-    -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} +
+    -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} + || echo "X $d"
 done
-for f in LOADERS; do [ -e "$f" ] && stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' "$f"; done
+for f in LOADERS; do [ -e "$f" ] && { stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' "$f" || echo "X $f"; }; done
 true
 """
 HASHES_SH = r"""
@@ -245,10 +245,15 @@ def hashes_needed(substrate) -> bool:
 
 
 def parse_manifest(text: str) -> dict:
-    files, hashes, system = {}, {}, []
+    """F lines (file metadata), H (hashes), S (system commands) and X: a directory whose
+    listing failed part way (no process left to fork under a fork bomb's pids limit), so
+    a file missing from it is not evidence of a deletion."""
+    files, hashes, system, partial = {}, {}, [], []
     for line in text.splitlines():
         tag, _, rest = line.partition(" ")
-        if tag == "F":
+        if tag == "X":
+            partial.append(rest.rstrip("/"))
+        elif tag == "F":
             path, _, meta = rest.partition("|")
             files[path] = meta
         elif tag == "H":
@@ -256,7 +261,10 @@ def parse_manifest(text: str) -> dict:
             hashes[path.strip()] = digest
         elif tag == "S":
             system.append(rest)
-    return {"files": files, "hashes": hashes, "system": sorted(set(system))}
+    out = {"files": files, "hashes": hashes, "system": sorted(set(system))}
+    if partial:
+        out["partial"] = sorted(set(partial))
+    return out
 
 
 def compare_manifests(before: dict, after: dict) -> list[tuple[str, str]]:
@@ -267,7 +275,9 @@ def compare_manifests(before: dict, after: dict) -> list[tuple[str, str]]:
             changes.append(("A", path))
         elif before["files"][path] != meta:
             changes.append(("M", path))
-    changes += [("D", p) for p in before["files"] if p not in after["files"]]
+    partial = after.get("partial", ())
+    changes += [("D", p) for p in before["files"] if p not in after["files"]
+                and not any(p == x or p.startswith(x + "/") for x in partial)]
     changes += [("M", p) for p, h in after["hashes"].items()
                 if before["hashes"].get(p, h) != h]
     return sorted(set(changes))

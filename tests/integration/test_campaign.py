@@ -131,7 +131,7 @@ def _start_apply(camp: Path, run_dir: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def _wait_for(run_dir: Path, finished: int, timeout: float = 300) -> None:
+def _wait_for(run_dir: Path, finished: int, timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         j = _journal(run_dir)
@@ -207,11 +207,13 @@ def test_two_applies_on_one_run_dir_and_gc_during_a_campaign(tmp_path):
         assert cli("campaign", "plan", str(camp), "--out", str(run_dir)).returncode == 2
         status = json.loads(cli("campaign", "status", str(run_dir), "--json").stdout)
         assert status["state"].startswith("running") and status["running"], status
-        dry = json.loads(cli("gc", "--dry-run", "--json").stdout)
+        # scoped to the campaign: the parallel test run's other worker keeps trials of its
+        # own (module fixtures) that an unscoped gc would rightly remove
+        dry = json.loads(cli("gc", "--campaign", "pytest-owner", "--dry-run", "--json").stdout)
         assert not any("pytest-owner" in x or "log-volume" in x or "hello-docker" in x
                        for x in dry["found"].get("docker", [])), dry
         assert dry["spared"].get("docker"), dry
-        gc = json.loads(cli("gc", "--json").stdout)
+        gc = json.loads(cli("gc", "--campaign", "pytest-owner", "--json").stdout)
         assert gc["spared"].get("docker") and not gc["force"]
         _wait_for(run_dir, finished=2)
     finally:

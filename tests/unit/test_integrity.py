@@ -148,3 +148,14 @@ def test_output_before_a_missing_marker_is_kept():
 
     assert _cut("test out\n@@M@@\nfiles", "\n@@M@@\n") == ("test out", "\n@@M@@\n", "files")
     assert _cut("test out, cut short", "\n@@M@@\n") == ("test out, cut short", "", "")
+
+
+def test_a_listing_cut_short_is_no_evidence_of_deletion_but_changes_in_it_still_count():
+    """A fork bomb's pids limit can stop the manifest's `find` part way (an `X` line): the
+    files missing from that directory are not called deleted; a listed file still compares."""
+    before = integ.parse_manifest(manifest(BEFORE))
+    cut = manifest({"/usr/bin/cat": "100|1|5|99|755|0"}) + "X /usr/bin\n"
+    assert integ.parse_manifest(cut)["partial"] == ["/usr/bin"]
+    assert integ.changed_during(before, cut) == ["M /usr/bin/cat (while test.sh ran)"]
+    other = manifest({"/usr/bin/cat": BEFORE["/usr/bin/cat"]}) + "X /usr/sbin\n"
+    assert integ.changed_during(before, other) == ["D /usr/bin/grep (while test.sh ran)"]
