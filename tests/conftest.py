@@ -94,7 +94,6 @@ def host_addresses() -> list[str]:
             if not a["local"].startswith("127.")]
 
 
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """On an xdist worker: queue the VM lanes first, then the other integration modules, then
