@@ -60,13 +60,15 @@ def host_memory_mb() -> int:
 
 def nodes_from_inventory(inventory: Path) -> list[Node]:
     """The nodes of a provisioned trial from its inventory.yml (hosts, cluster addresses,
-    primary, and the libvirt domain and SSH key where present)."""
+    primary, and the libvirt domain and SSH key and login where present)."""
     inv = yaml.safe_load(inventory.read_text())["all"]
     primary = set(inv.get("children", {}).get("primary", {}).get("hosts") or {})
     nodes = []
     for name, hv in (inv.get("hosts") or {}).items():
         extra = {k: hv[v] for k, v in (("domain", "harness_domain"),
-                                       ("ssh_key", "ansible_ssh_private_key_file")) if v in hv}
+                                       ("ssh_key", "ansible_ssh_private_key_file"),
+                                       ("ssh_user", "ansible_user"),
+                                       ("ssh_port", "ansible_port")) if v in hv}
         nodes.append(Node(name=name, host=str(hv.get("ansible_host", name)),
                           cluster_ip=str(hv.get("harness_cluster_ip", "")),
                           primary=name in primary or bool(hv.get("harness_primary")),

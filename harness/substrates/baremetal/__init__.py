@@ -38,6 +38,17 @@ HERE = Path(__file__).resolve().parent
 BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
 
 
+def _access(machine) -> dict[str, Any]:
+    """How the harness logs in to a pool machine (kept in its nodes' `extra`)."""
+    return {"ssh_key": str(machine.ssh.key_path), "ssh_user": machine.ssh.user,
+            "ssh_port": machine.ssh.port}
+
+
+def _login(node: Node) -> dict[str, Any]:
+    """The user and port of a node's SSH login (root on 22 unless its machine says)."""
+    return {"user": node.extra.get("ssh_user", "root"), "port": node.extra.get("ssh_port", 22)}
+
+
 class BaremetalSettings(BaseModel):
     """`pool`: the pool trials lease from (default: the emulated pool `emulated`, made on
     first use with `emulate_nodes` machines of `emulate_memory_mb` each). `lease_wait_sec`:
@@ -135,7 +146,7 @@ class BaremetalSubstrate(Substrate):
             m = pool.machine(p["machine"])
             out.append(Node(name=p["node"], host=m.ssh.host, cluster_ip=m.ssh.host,
                             primary=p["node"] == primary,
-                            extra={"ssh_key": str(m.ssh.key_path), "machine": m.name,
+                            extra={**_access(m), "machine": m.name,
                                    "pool": pool.name, "domain": m.domain or "",
                                    "bmc": pool.bmc_credentials(m) if m.bmc else None}))
         return out
@@ -146,7 +157,9 @@ class BaremetalSubstrate(Substrate):
             return "" if not c else c["address"] if int(c["port"]) == 623 else \
                 f"{c['address']}:{c['port']}"
 
-        hosts = {n.name: {"ansible_host": n.host, "ansible_user": "root",
+        hosts = {n.name: {"ansible_host": n.host, "ansible_user": _login(n)["user"],
+                          "ansible_port": _login(n)["port"],
+                          **({"ansible_become": True} if _login(n)["user"] != "root" else {}),
                           "ansible_ssh_private_key_file": n.extra["ssh_key"],
                           "ansible_ssh_common_args": ssh.ANSIBLE_SSH_ARGS,
                           "ansible_python_interpreter": "/usr/bin/python3",
@@ -174,7 +187,9 @@ class BaremetalSubstrate(Substrate):
         return self.pool().secrets()
 
     def login_hint(self, node: Node) -> str:
-        return f"ssh -i {node.extra['ssh_key']} root@{node.host}  (machine " \
+        port = _login(node)["port"]
+        return f"ssh -i {node.extra['ssh_key']}{f' -p {port}' if port != 22 else ''} " \
+               f"{_login(node)['user']}@{node.host}  (machine " \
                f"{node.extra['machine']})"
 
     # -- runtime ----------------------------------------------------------------------
@@ -183,16 +198,16 @@ class BaremetalSubstrate(Substrate):
                    env: dict[str, str] | None = None, stdin: bytes | None = None,
                    toolbox: str | None = None) -> ExecResult:
         return await ssh.exec_on(node.host, Path(node.extra["ssh_key"]), cmd, timeout, env,
-                                 stdin, toolbox)
+                                 stdin, toolbox, **_login(node))
 
     async def put(self, node: Node, src: Path, dest: str) -> None:
-        await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest)
+        await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest, **_login(node))
 
     async def wait_ready(self, nodes: list[Node], timeout: float | None = None) -> None:
         """Every machine answers SSH and is clean (nothing of an earlier trial on it);
         then the primary gets the BMC credentials (/etc/harness/bmc-credentials, 0600)."""
-        await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), timeout or 300)
-                               for n in nodes))
+        await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), timeout or 300,
+                                              **_login(n)) for n in nodes))
         for n in nodes:
             res = await self.exec(n, reset.DIRTY, 60)
             if not res.ok or res.stdout.split():
@@ -217,13 +232,14 @@ class BaremetalSubstrate(Substrate):
     async def reboot(self, node: Node) -> None:
         """`systemctl reboot` on the machine; back when it answers with a new boot id."""
         key = Path(node.extra["ssh_key"])
-        before = (await ssh.probe(node.host, key, "cat /proc/sys/kernel/random/boot_id")).stdout
+        boot_id = "cat /proc/sys/kernel/random/boot_id"
+        before = (await ssh.probe(node.host, key, boot_id, **_login(node))).stdout
         await self.exec(node, "systemctl reboot", 30)
         ssh.close_master(node.host, key)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 300
         while loop.time() < deadline:
-            now = await ssh.probe(node.host, key, "cat /proc/sys/kernel/random/boot_id")
+            now = await ssh.probe(node.host, key, boot_id, **_login(node))
             if now.ok and now.stdout.strip() and now.stdout != before:
                 await self.wait_booted(node)
                 return
@@ -251,7 +267,7 @@ class BaremetalSubstrate(Substrate):
             machine = load_pool(p).machine(m)
             out.setdefault(r.get("trial", "?"), []).append(Node(
                 name=m, host=machine.ssh.host, cluster_ip=machine.ssh.host,
-                extra={"ssh_key": str(machine.ssh.key_path), "machine": m, "pool": p}))
+                extra={**_access(machine), "machine": m, "pool": p}))
         return out
 
     def sweep(self, campaign: str | None = None, trial: str | None = None,

@@ -42,7 +42,8 @@ CLEANUP = ("rm -rf " + " ".join(HARNESS_PATHS) + "; cd /root/.ssh 2>/dev/null &&
 
 
 def _exec(m: Machine, cmd: str, timeout: float = 120):
-    return asyncio.run(ssh.exec_on(m.ssh.host, m.ssh.key_path, cmd, timeout))
+    return asyncio.run(ssh.exec_on(m.ssh.host, m.ssh.key_path, cmd, timeout,
+                                   user=m.ssh.user, port=m.ssh.port))
 
 
 def dirty(m: Machine) -> list[str]:

@@ -13,6 +13,10 @@ address; the master goes after `MASTER_IDLE_SEC` without sessions, within second
 node going away (keepalives), and at once on the node's power actions and the trial's
 sweep. Without a master (it could not start, or too many sessions are open on it) a command
 connects on its own, as before.
+
+A node is reached as `root` on port 22 unless told otherwise (a bare-metal pool's machine
+may give another `port` and `user`): a user other than root runs every command through
+`sudo -n` (password-less sudo for that user is part of such a machine's contract).
 """
 
 from __future__ import annotations
@@ -65,11 +69,18 @@ def ensure_key(trial_root: Path, comment: str) -> str:
 
 
 def ssh_argv(host: str, key: Path, user: str = "root", connect_timeout: int = 10,
-             control: Path | None = None) -> list[str]:
+             control: Path | None = None, port: int = 22) -> list[str]:
     """ssh to `host`; through the master at `control` when given (and listening)."""
     mux = ["-o", "ControlMaster=no", "-o", f"ControlPath={control}"] if control else []
+    where = ["-p", str(port)] if port != 22 else []
     return ["ssh", "-i", str(key), "-o", f"ConnectTimeout={connect_timeout}", *SSH_OPTIONS,
-            *mux, f"{user}@{host}"]
+            *mux, *where, f"{user}@{host}"]
+
+
+def as_root(line: str, user: str = "root") -> str:
+    """The remote shell line that runs `line` as root: itself for root, else via `sudo -n`
+    (fails at once, never prompts, when the user has no password-less sudo)."""
+    return line if user == "root" else f"exec sudo -n -- sh -c {shlex.quote(line)}"
 
 
 def _control_dir() -> Path:
@@ -90,14 +101,16 @@ def _trial_of(key: Path) -> str:
     return key.resolve().parent.parent.name
 
 
-def control_path(host: str, key: Path) -> Path:
-    """The master's socket for `host`."""
-    return _control_dir() / f"{_trial_tag(_trial_of(key))}-{host}"
+def control_path(host: str, key: Path, user: str = "root", port: int = 22) -> Path:
+    """The master's socket for `host` (and the login, when not root on port 22)."""
+    login = "" if (user, port) == ("root", 22) else f"-{user}-{port}"
+    return _control_dir() / f"{_trial_tag(_trial_of(key))}-{host}{login}"
 
 
-def _control_path_or_none(host: str, key: Path) -> Path | None:
+def _control_path_or_none(host: str, key: Path, user: str = "root",
+                          port: int = 22) -> Path | None:
     try:
-        return control_path(host, key)
+        return control_path(host, key, user, port)
     except (OSError, SubstrateError):  # no private directory: commands log in on their own
         return None
 
@@ -116,10 +129,11 @@ def _listening(path: Path) -> bool:
             return False
 
 
-async def _ensure_master(host: str, key: Path) -> tuple[Path | None, asyncio.Semaphore | None]:
+async def _ensure_master(host: str, key: Path, user: str = "root",
+                         port: int = 22) -> tuple[Path | None, asyncio.Semaphore | None]:
     """The listening master for `host` (started if needed) and its session slots, or
     (None, None) when there is none."""
-    path = _control_path_or_none(host, key)
+    path = _control_path_or_none(host, key, user, port)
     if path is None:
         return None, None
     per_loop = _masters.setdefault(asyncio.get_running_loop(), {})
@@ -131,7 +145,7 @@ async def _ensure_master(host: str, key: Path) -> tuple[Path | None, asyncio.Sem
             argv = ["ssh", "-M", "-N", "-f", "-i", str(key), "-o", "ServerAliveInterval=5",
                     "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=10", *SSH_OPTIONS,
                     "-o", f"ControlPath={path}", "-o", f"ControlPersist={MASTER_IDLE_SEC}",
-                    f"root@{host}"]
+                    "-p", str(port), f"{user}@{host}"]
             # -f: the foreground process exits once logged in; the master keeps no pipe of ours
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -160,21 +174,23 @@ def close_masters(trial_id: str, host: str | None = None) -> None:
 
 
 def close_master(host: str, key: Path) -> None:
-    """Stop the master of one node (before its power actions: a node that goes down
+    """Stop the master(s) of one node (before its power actions: a node that goes down
     uncleanly would hold new sessions on a dead connection until the keepalives end it)."""
     with contextlib.suppress(OSError):
         close_masters(_trial_of(key), host)
+        close_masters(_trial_of(key), f"{host}-*")
 
 
 @contextlib.asynccontextmanager
-async def _session(host: str, key: Path, connect_timeout: int = 10):
+async def _session(host: str, key: Path, connect_timeout: int = 10, user: str = "root",
+                   port: int = 22):
     """The ssh argv for one command: on the node's master when a session slot is free."""
-    path, slots = await _ensure_master(host, key)
+    path, slots = await _ensure_master(host, key, user, port)
     if path is None or slots.locked():
-        yield ssh_argv(host, key, connect_timeout=connect_timeout)
+        yield ssh_argv(host, key, user, connect_timeout, port=port)
         return
     async with slots:
-        yield ssh_argv(host, key, connect_timeout=connect_timeout, control=path)
+        yield ssh_argv(host, key, user, connect_timeout, control=path, port=port)
 
 
 def remote_command(cmd: str, timeout: float, env: dict[str, str] | None = None,
@@ -236,16 +252,18 @@ async def run(argv: list[str], timeout: float, stdin: bytes | None = None) -> Ex
 
 async def exec_on(host: str, key: Path, cmd: str, timeout: float,
                   env: dict[str, str] | None = None, stdin: bytes | None = None,
-                  toolbox: str | None = None) -> ExecResult:
-    async with _session(host, key) as base:
-        result = await run([*base, remote_command(cmd, timeout, env, toolbox)], timeout + 15,
-                           stdin=stdin)
+                  toolbox: str | None = None, user: str = "root",
+                  port: int = 22) -> ExecResult:
+    async with _session(host, key, user=user, port=port) as base:
+        line = as_root(remote_command(cmd, timeout, env, toolbox), user)
+        result = await run([*base, line], timeout + 15, stdin=stdin)
     if result.exit_code == 124 and result.seconds >= timeout:
         return ExecResult(124, result.stdout, result.stderr, result.seconds, timed_out=True)
     return result
 
 
-async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) -> None:
+async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600,
+              user: str = "root", port: int = 22) -> None:
     """Copy `src` into the directory `dest` on the node (tar over ssh), as the docker
     substrate does: a directory's contents land in `dest`, a file as `dest/<name>`."""
     src = src.resolve()
@@ -256,8 +274,8 @@ async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) 
     data, err = await tar.communicate()
     if tar.returncode != 0:
         raise SubstrateError("vm", f"tar {src} failed", err.decode(errors="replace"))
-    remote = f"mkdir -p {shlex.quote(dest)} && tar -C {shlex.quote(dest)} -xf -"
-    async with _session(host, key) as base:
+    remote = as_root(f"mkdir -p {shlex.quote(dest)} && tar -C {shlex.quote(dest)} -xf -", user)
+    async with _session(host, key, user=user, port=port) as base:
         result = await run([*base, remote], timeout, stdin=data)
     if not result.ok:
         raise SubstrateError("vm", f"copy {src} to {host}:{dest} failed (exit "
@@ -265,13 +283,15 @@ async def put(host: str, key: Path, src: Path, dest: str, timeout: float = 600) 
                              result.stderr)
 
 
-async def probe(host: str, key: Path, cmd: str = "true", limit: float = 8.0) -> ExecResult:
+async def probe(host: str, key: Path, cmd: str = "true", limit: float = 8.0,
+                user: str = "root", port: int = 22) -> ExecResult:
     """One quick attempt, bounded as a whole: a node going down or booting must not stall
     the caller on TCP or keepalive timeouts. It uses the node's master if one listens, and
     starts none (a booting node would hold up the start)."""
-    path = _control_path_or_none(host, key)
+    path = _control_path_or_none(host, key, user, port)
     control = path if path is not None and _listening(path) else None
-    return await run([*ssh_argv(host, key, connect_timeout=3, control=control), cmd], limit)
+    argv = ssh_argv(host, key, user, connect_timeout=3, control=control, port=port)
+    return await run([*argv, as_root(cmd, user)], limit)
 
 
 async def port_open(host: str, port: int = 22, timeout: float = 1.0) -> bool:
@@ -284,17 +304,18 @@ async def port_open(host: str, port: int = 22, timeout: float = 1.0) -> bool:
     return True
 
 
-async def wait_ready(host: str, key: Path, timeout: float, cmd: str = "true") -> float:
+async def wait_ready(host: str, key: Path, timeout: float, cmd: str = "true",
+                     user: str = "root", port: int = 22) -> float:
     """Poll until `cmd` succeeds over SSH; return the seconds it took. A booting guest is
     polled with cheap TCP connects (every 0.2 s) until sshd listens, then with SSH."""
     started = time.monotonic()
     last = ""
     while time.monotonic() - started < timeout:
-        if not await port_open(host):
-            last = f"port 22 of {host} not open yet"
+        if not await port_open(host, port):
+            last = f"port {port} of {host} not open yet"
             await asyncio.sleep(0.2)
             continue
-        result = await probe(host, key, cmd)
+        result = await probe(host, key, cmd, user=user, port=port)
         if result.ok:
             return time.monotonic() - started
         last = result.stderr
