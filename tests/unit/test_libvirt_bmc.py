@@ -65,3 +65,19 @@ def test_wrong_password_is_a_clear_error(endpoint):
 
 def test_leftovers_ignore_foreign_processes():
     assert bmc.leftovers(trial="no-such-trial-xyz") == []
+
+
+def test_bare_metal_power_over_ipmi_2_is_pyghmi_and_a_cycle_is_off_then_on(endpoint):
+    """The bare-metal substrate's own IPMI 2.0 calls (`lanplus`) go through pyghmi to the
+    BMC; a power cycle really loses power (off, then on)."""
+    from harness.substrates.baremetal import ipmi
+
+    cfg, state = endpoint
+    creds = {**cfg, "interface": "lanplus"}
+    assert ipmi.power(creds, "status") == "on"
+    before = len(state["calls"])
+    assert ipmi.power(creds, "cycle") == "on"
+    acts = [c for c in state["calls"][before:] if c != "status"]
+    assert acts == ["off", "on"] and state["power"] == "on"
+    with pytest.raises(SubstrateError, match=r"^baremetal: IPMI power status .*password"):
+        ipmi.power({**creds, "password": "wrong"}, "status")
