@@ -32,6 +32,7 @@ The agent is root on its nodes and hostile. Before a verifier runs, on every nod
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import secrets
@@ -316,17 +317,28 @@ async def powered_off(env, node) -> bool:
 async def baseline(env) -> list[str]:
     """Before the agent window (after the harness's own setup, e.g. snoopy's
     /etc/ld.so.preload): each node's manifest, kept in the trial dir (out of the agent's
-    reach); `check` compares against it. Returns the nodes skipped because they were off."""
-    off = []
-    for node in env.nodes:
+    reach); `check` compares against it. The nodes are listed at once (each lists its own
+    files). Returns the nodes skipped because they were off."""
+    async def one(node) -> str | None:
         if await powered_off(env, node):
-            off.append(node.name)
-            continue
+            return node.name
         out = await _baseline_manifest(env, node)
         path = manifest_path(env.paths, node.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(parse_manifest(out)))
-    return off
+        return None
+
+    return [name for name in await all_of(one(n) for n in env.nodes) if name]
+
+
+async def all_of(coros) -> list:
+    """The results of `coros`, run at once; all of them end before the first error (in
+    their order) is raised, so nothing of them still runs when the caller cleans up."""
+    done = await asyncio.gather(*coros, return_exceptions=True)
+    for outcome in done:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return done
 
 
 def check_script(toolbox: str | None = None, hashes: bool = True) -> str:

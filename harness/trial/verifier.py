@@ -145,17 +145,22 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
     result = GateResult(gate=gate)
     toolboxes: dict[str, str] = {}
     try:
-        if integrity:
-            for node in env.nodes:
+        if integrity:  # every node at once (each is checked on its own)
+            async def prepare(node) -> None:
                 if node is not env.primary and await integ.powered_off(env, node):
                     result.powered_off.append(node.name)  # nothing runs there to stop
-                    continue
+                    return
                 toolboxes[node.name] = await integ.install_toolbox(env.substrate, node)
-            for node in env.nodes:  # the primary's check comes with its run, below
-                if node is not env.primary and node.name in toolboxes:
-                    killed, found, _ = await integ.check(env, node, toolboxes[node.name])
-                    _noted(result, node, killed, found)
-                    del toolboxes[node.name]  # removed by the check
+
+            await integ.all_of(prepare(n) for n in env.nodes)
+            result.powered_off.sort(key=[n.name for n in env.nodes].index)
+            # the primary's check comes with its run, below
+            others = [n for n in env.nodes if n is not env.primary and n.name in toolboxes]
+            found_on = await integ.all_of(integ.check(env, n, toolboxes[n.name])
+                                          for n in others)
+            for node, (killed, found, _) in zip(others, found_on, strict=True):
+                _noted(result, node, killed, found)
+                del toolboxes[node.name]  # removed by the check
         if result.tampered:
             return _tampered(result, out_dir)
         toolbox = toolboxes.get(env.primary.name)
