@@ -56,6 +56,7 @@ APPLETS = (
 SYSTEM_DIRS = ("/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/lib/", "/lib32/", "/lib64/",
                "/libx32/", "/usr/lib/", "/usr/lib32/", "/usr/lib64/", "/usr/libexec/")
 LOADER_FILES = ("/etc/ld.so.preload", "/etc/ld.so.conf")
+BOOT_WAIT_SEC = 180  # how long a node that is on may take to answer (booting) at a check
 SHADOW_DIRS = ("/usr/local/bin/", "/usr/local/sbin/")
 IGNORED = ("__pycache__", ".pyc")
 # VM manifest: every file of these directories (not recursive below them), and the sha256
@@ -305,13 +306,36 @@ async def _run(env, node, toolbox: str, script: str) -> str:
     return _stdout(await _exec(env, node, script, toolbox), node)
 
 
+async def power_state(env, node) -> str | None:
+    """"on" or "off" as the substrate reports `node`'s power; None without an answer."""
+    try:
+        return await env.substrate.power(node, "status")
+    except Exception:  # no answer: try the node itself, whose failure then speaks
+        return None
+
+
 async def powered_off(env, node) -> bool:
     """True when the substrate says `node` is off: a task may start with a node down (its
     BMC to use) and an agent may leave one down; such a node has nothing to compare."""
-    try:
-        return await env.substrate.power(node, "status") == "off"
-    except Exception:  # no answer: try the node itself, whose failure then speaks
-        return False
+    return await power_state(env, node) == "off"
+
+
+async def when_up(env, node, command, wait: float = BOOT_WAIT_SEC):
+    """What `command()` (a command on `node`) returns once the node answers, or None when
+    it failed because the node is off: a power-off in flight that its BMC did not report
+    yet. A node that is on but does not answer (booting after a power-on) is asked again
+    until `wait` seconds have passed (a node whose power is not reported is not)."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        try:
+            return await command()
+        except Exception:
+            state = await power_state(env, node)
+            if state == "off":
+                return None
+            if state != "on" or asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(3)
 
 
 async def baseline(env) -> list[str]:
@@ -322,7 +346,9 @@ async def baseline(env) -> list[str]:
     async def one(node) -> str | None:
         if await powered_off(env, node):
             return node.name
-        out = await _baseline_manifest(env, node)
+        out = await when_up(env, node, lambda: _baseline_manifest(env, node))
+        if out is None:
+            return node.name
         path = manifest_path(env.paths, node.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(parse_manifest(out)))

@@ -150,7 +150,13 @@ async def run_verifier(env, task, out_dir: Path, gate: str = "immediate",
                 if node is not env.primary and await integ.powered_off(env, node):
                     result.powered_off.append(node.name)  # nothing runs there to stop
                     return
-                toolboxes[node.name] = await integ.install_toolbox(env.substrate, node)
+                top = await (integ.install_toolbox(env.substrate, node)
+                             if node is env.primary else integ.when_up(
+                                 env, node, lambda: integ.install_toolbox(env.substrate, node)))
+                if top is None:
+                    result.powered_off.append(node.name)
+                else:
+                    toolboxes[node.name] = top
 
             await integ.all_of(prepare(n) for n in env.nodes)
             result.powered_off.sort(key=[n.name for n in env.nodes].index)

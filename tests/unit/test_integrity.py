@@ -159,3 +159,42 @@ def test_a_listing_cut_short_is_no_evidence_of_deletion_but_changes_in_it_still_
     assert integ.changed_during(before, cut) == ["M /usr/bin/cat (while test.sh ran)"]
     other = manifest({"/usr/bin/cat": BEFORE["/usr/bin/cat"]}) + "X /usr/sbin\n"
     assert integ.changed_during(before, other) == ["D /usr/bin/grep (while test.sh ran)"]
+
+
+def test_a_node_whose_power_off_was_in_flight_is_skipped_and_a_booting_one_awaited():
+    """A node powered off just before a check (its BMC still said "on" when asked first):
+    the command on it fails, the BMC says "off" by then, so it is skipped as off. A node
+    that is on but does not answer yet (booting) is asked again; a node whose power is not
+    reported keeps its error at once."""
+    import asyncio
+    from types import SimpleNamespace
+
+    class Substrate:
+        states: list = []
+
+        async def power(self, node, action):
+            if not self.states:
+                raise NotImplementedError("no power control")
+            return self.states.pop(0)
+
+    sub = Substrate()
+    env, node = SimpleNamespace(substrate=sub), SimpleNamespace(name="node1")
+    tries = []
+
+    async def command():
+        tries.append(1)
+        if len(tries) < 3:
+            raise RuntimeError("ssh: connect to host node1 port 22: No route to host")
+        return "manifest"
+
+    sub.states = ["off"]
+    assert asyncio.run(integ.when_up(env, node, command)) is None
+    sub.states, tries[:] = ["on", "on"], []
+    assert asyncio.run(integ.when_up(env, node, command)) == "manifest" and len(tries) == 3
+    sub.states, tries[:] = [], []
+    try:
+        asyncio.run(integ.when_up(env, node, command))
+    except RuntimeError as exc:
+        assert "No route to host" in str(exc) and len(tries) == 1
+    else:
+        raise AssertionError("a node without power reports keeps its error")
