@@ -1,17 +1,20 @@
 """Bare metal on an emulated pool, for real (marker: libvirt). `harness pool emulate` makes
-two QEMU machines whose BMCs are OpenIPMI's ipmi_sim: IPMI 1.5 (`-I lan`) and 2.0
+three QEMU machines whose BMCs are OpenIPMI's ipmi_sim: IPMI 1.5 (`-I lan`) and 2.0
 (`-I lanplus`) answer from this host and from node0 over the management network, in-band
 `ipmitool` works on the node (`/dev/ipmi0`), chassis power off really stops the machine
 and power on brings it back. An InfraBench CloudLab task then runs unmodified on the pool
 (leases, the reimage reset at teardown, a clean machine for the next trial), a killed
-trial's stale lease is reset and reclaimed by gc, and `harness pool remove` leaves
-nothing behind."""
+trial's stale lease is reset and reclaimed by gc, the L1 and L3 seed tasks score as they
+should, and `harness pool remove` leaves nothing behind."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import pty
+import select
 import shutil
 import signal
 import subprocess
@@ -73,9 +76,9 @@ def pool_name():
 
 def test_emulated_pool_bmcs_speak_ipmi_in_and_out_of_band(pool_name):
     name = pool_name
-    assert cli(["pool", "emulate", name, "--nodes", "2"]) == 0
+    assert cli(["pool", "emulate", name, "--nodes", "3"]) == 0
     pool = load_pool(name)
-    assert pool.emulated and [m.name for m in pool.machines] == ["node0", "node1"]
+    assert pool.emulated and [m.name for m in pool.machines] == ["node0", "node1", "node2"]
     creds = {m.name: pool.bmc_credentials(m) for m in pool.machines}
     written = pool_path(name).read_text() + (pools_dir() / f"{name}.vault.yml").read_text()
     assert all(c["password"] not in written for c in creds.values())
@@ -100,21 +103,79 @@ def test_emulated_pool_bmcs_speak_ipmi_in_and_out_of_band(pool_name):
     asyncio.run(ssh.wait_ready(node1.ssh.host, node1.ssh.key_path, 240))
     assert domain_active(node1.domain)
     assert lease.read(name) == {}
-    # a Serial-over-LAN session activates (console data does not flow through ipmi_sim yet)
-    assert "SOL Session operational" in sol_session(creds["node1"])
+    assert_a_sudo_login_runs_as_root(pool, "node2")
+    # Serial-over-LAN: the guest's serial console both ways (its login prompt arrives, what
+    # is typed reaches getty, which echoes it and asks for the password)
+    before, after = sol_session(creds["node1"])
+    assert b"SOL Session operational" in before and b"node1 login:" in before, before
+    assert b"root" in after and b"Password:" in after, after
 
 
-def sol_session(creds: dict) -> str:
-    """What an IPMI 2.0 Serial-over-LAN session prints (a few Enter presses, then `~.`)."""
-    feed = "sleep 3; printf '\\r\\n'; sleep 3; printf '\\r\\n'; sleep 4; printf '\\r\\n~.'"
-    argv = ["timeout", "30", "sh", "-c", f"({feed}) | ipmitool -I lanplus -H {creds['address']} "
-            f"-U {creds['user']} -E sol activate"]
-    out = subprocess.run(argv, capture_output=True, text=True,
-                         env={**os.environ, "IPMI_PASSWORD": creds["password"]})
-    subprocess.run(["ipmitool", "-I", "lanplus", "-H", creds["address"], "-U", creds["user"],
-                    "-E", "sol", "deactivate"], capture_output=True,
-                   env={**os.environ, "IPMI_PASSWORD": creds["password"]})
-    return out.stdout + out.stderr
+def assert_a_sudo_login_runs_as_root(pool, node: str) -> None:
+    """A machine whose pool file says `ssh: {user: operator}` (a non-root user with
+    password-less sudo): the harness's commands and copies still act as root."""
+    m = pool.machine(node)
+    add = ("useradd -m -s /bin/bash operator && install -d -m 700 -o operator ~operator/.ssh"
+           " && install -m 600 -o operator /root/.ssh/authorized_keys ~operator/.ssh/ && echo "
+           "'operator ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/operator")
+    assert on_node(pool, node, add).ok
+    try:
+        async def as_operator():
+            await ssh.wait_ready(m.ssh.host, m.ssh.key_path, 30, user="operator")
+            res = await ssh.exec_on(m.ssh.host, m.ssh.key_path, "id -un; echo \"$V\"", 30,
+                                    env={"V": "it's"}, user="operator")
+            await ssh.put(m.ssh.host, m.ssh.key_path, Path(__file__), "/root/hx-put",
+                          user="operator")
+            return res
+        res = asyncio.run(as_operator())
+        assert res.ok and res.stdout.split("\n")[:2] == ["root", "it's"], res
+        owner = on_node(pool, node, f"stat -c %U /root/hx-put/{Path(__file__).name}")
+        assert owner.stdout.strip() == "root"
+    finally:
+        ssh.close_master(m.ssh.host, m.ssh.key_path)
+        assert on_node(pool, node, "rm -rf /root/hx-put /etc/sudoers.d/operator; "
+                                   "userdel -r operator").ok
+
+
+def sol_session(creds: dict, typed: bytes = b"root\r", wait: float = 60) -> tuple[bytes, bytes]:
+    """What an IPMI 2.0 Serial-over-LAN console shows, as a user at a terminal sees it:
+    `ipmitool sol activate` on a pty; Enter every 2 s until the guest's login prompt arrives,
+    then `typed`, then `~.` once more output came back (or at `wait` seconds). Returns the
+    output before and after `typed`."""
+    env = {**os.environ, "IPMI_PASSWORD": creds["password"]}
+    base = ["ipmitool", "-I", "lanplus", "-H", creds["address"], "-U", creds["user"], "-E"]
+    subprocess.run([*base, "sol", "deactivate"], capture_output=True, env=env)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: ipmitool on the pty
+        os.execvpe("ipmitool", [*base, "sol", "activate"], env)
+    before, after, sent, enter_at = b"", b"", False, 0.0
+    deadline = time.monotonic() + wait
+    try:
+        while time.monotonic() < deadline and not (sent and b"Password" in after):
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    break
+                if sent:
+                    after += chunk
+                else:
+                    before += chunk
+            if not sent and b"login:" in before:
+                os.write(fd, typed)
+                sent = True
+            elif not sent and b"operational" in before and time.monotonic() > enter_at:
+                os.write(fd, b"\r")
+                enter_at = time.monotonic() + 2
+        os.write(fd, b"~.")
+        time.sleep(1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        subprocess.run([*base, "sol", "deactivate"], capture_output=True, env=env)
+    return before, after
 
 
 CLOUDLAB_TASK = Path(__file__).resolve().parent / "tasks" / "cloudlab-cluster"
@@ -179,9 +240,10 @@ POWER_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-power-lo
 
 def test_two_campaigns_take_turns_on_one_pool_with_the_l1_power_task(pool_name, tmp_path):
     """The L1 seed task as a user runs it: `harness campaign apply`, twice at once on the
-    two-machine pool (the oracle in one campaign, nop in the other). The second campaign's
-    trial waits for the first one's lease, never shares a machine, and each scores as it
-    should (oracle 1.0, nop < 0.5); nothing is left (leases, powered-off machines, gc)."""
+    three-machine pool (the oracle in one campaign, nop in the other; each needs two
+    machines). The second campaign's trial waits for the first one's lease, never shares a
+    machine, and each scores as it should (oracle 1.0, nop < 0.5); nothing is left (leases,
+    powered-off machines, gc)."""
     config = tmp_path / "config.yaml"
     config.write_text(f"substrates: {{baremetal: {{pool: {pool_name}}}}}\n")
     env = {**os.environ, "HARNESS_CONFIG": str(config)}
@@ -234,3 +296,43 @@ def test_two_campaigns_take_turns_on_one_pool_with_the_l1_power_task(pool_name, 
         gc = subprocess.run([sys.executable, "-m", "harness.cli", "gc", "--campaign", name,
                              "--dry-run", "--json"], capture_output=True, text=True, env=env)
         assert json.loads(gc.stdout)["total"] == 0, gc.stdout
+
+
+L3_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-etcd-member-loss"
+
+
+def test_l3_etcd_member_loss_oracle_passes_nop_fails(pool_name, tmp_path):
+    """The L3 seed task in one campaign (oracle, then nop: each trial leases all three
+    machines): a 3-member etcd cluster whose node2 is powered off through its BMC. The
+    oracle removes the member, fixes the configs and retires node2 out of band (1.0); nop
+    scores < 0.5; every check is phase-tagged; no lease, machine or gc leftover stays."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"substrates: {{baremetal: {{pool: {pool_name}}}}}\n")
+    env = {**os.environ, "HARNESS_CONFIG": str(config)}
+    camp = tmp_path / "l3.yaml"
+    camp.write_text(json.dumps({"name": "bm-l3", "tasks": [str(L3_TASK)],
+                                "agents": [{"name": "oracle"}, {"name": "nop"}],
+                                "attempts": 1, "retries": 0, "concurrency": {"total": 1}}))
+    run_dir = tmp_path / "run"
+    res = subprocess.run([sys.executable, "-m", "harness.cli", "campaign", "apply", str(camp),
+                          "--out", str(run_dir), "--json"], cwd=L3_TASK.parents[1],
+                         env=env, capture_output=True, text=True, timeout=2400)
+    assert res.returncode == 0, res.stderr[-2000:]
+    recs = {}
+    for path in (run_dir / "trials").glob("*/result.json"):
+        rec = json.loads(path.read_text())
+        recs[rec["agent"]["name"]] = rec
+        assert rec["leaks"] == [], rec["leaks"]
+        assert {c.get("phase") for c in rec["checks"]} == {"functional", "durability",
+                                                           "cleanup"}
+    assert (recs["oracle"]["status"], recs["oracle"]["reward"]) == ("passed", 1.0), \
+        (recs["oracle"]["error"], recs["oracle"]["checks"])
+    assert recs["nop"]["status"] == "failed" and recs["nop"]["reward"] < 0.5, \
+        (recs["nop"]["error"], recs["nop"]["checks"])
+    assert lease.read(pool_name) == {}
+    pool = load_pool(pool_name)
+    for m in pool.machines:
+        assert ipmi.power(pool.bmc_credentials(m), "status") == "on"
+    gc = subprocess.run([sys.executable, "-m", "harness.cli", "gc", "--campaign", "bm-l3",
+                         "--dry-run", "--json"], capture_output=True, text=True, env=env)
+    assert json.loads(gc.stdout)["total"] == 0, gc.stdout

@@ -49,6 +49,9 @@ PACKAGES = (
     "iproute2", "iputils-ping", "nftables", "chrony", "ipmitool", "sudo", "procps", "curl",
     "ca-certificates", "netbase", "less", "snoopy", "linux-image-amd64", "mdadm", "lvm2",
     "dmsetup", "openssl", "qemu-guest-agent",
+    # a replicated service from Debian for the L3 tasks (the emulated bare-metal pool's
+    # machines are made from this image and guests have no egress); disabled below
+    "etcd-server", "etcd-client",
 )
 # MODULES=list: only what mounts the root disk (and the NIC); MODULES=most makes a 39 MB
 # initrd whose unpacking and coldplug cost ~13 s of every boot under TCG (10 MB with this).
@@ -56,6 +59,7 @@ INITRAMFS_CONF = "MODULES=list\nCOMPRESS=gzip\n"
 INITRD_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "ext4")
 REQUIRED_INITRD_MODULES = INITRD_MODULES
 ENABLE = ("systemd-networkd.service", "ssh.service", "harness-seed.service")
+DISABLE = ("etcd.service",)  # installed, started only by the tasks that configure it
 # qemu-guest-agent starts by udev once its virtio port appears (snapshot start fixes up a
 # restored guest through it: clock, identity, network)
 MASK = ("apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer", "e2scrub_all.timer",
@@ -75,6 +79,7 @@ def recipe() -> dict:
     return {
         "build_version": BUILD_VERSION, "suite": SUITE, "mirror": MIRROR,
         "disk_size": DISK_SIZE, "packages": list(PACKAGES), "enable": list(ENABLE),
+        "disable": list(DISABLE),
         "mask": list(MASK), "initramfs": [INITRAMFS_CONF, list(INITRD_MODULES)],
         "files": {name: hashlib.sha256((GUEST / name).read_bytes()).hexdigest()
                   for name in sorted(FILES)},
@@ -127,6 +132,7 @@ def _configure(rootfs: Path, log) -> None:
         key.unlink()
     (rootfs / "etc/machine-id").write_text("")
     _run(["chroot", str(rootfs), "systemctl", "enable", *ENABLE], log)
+    _run(["chroot", str(rootfs), "systemctl", "disable", *DISABLE], log)
     _run(["chroot", str(rootfs), "systemctl", "mask", *MASK], log)
     _run(["chroot", str(rootfs), "passwd", "-l", "root"], log)
     shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
