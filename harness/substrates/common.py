@@ -60,7 +60,8 @@ def host_memory_mb() -> int:
 
 def nodes_from_inventory(inventory: Path) -> list[Node]:
     """The nodes of a provisioned trial from its inventory.yml (hosts, cluster addresses,
-    primary, and the libvirt domain and SSH key and login where present)."""
+    primary, and where present the libvirt domain, the SSH key and login, a bare-metal node's
+    pool and machine)."""
     inv = yaml.safe_load(inventory.read_text())["all"]
     primary = set(inv.get("children", {}).get("primary", {}).get("hosts") or {})
     nodes = []
@@ -68,7 +69,9 @@ def nodes_from_inventory(inventory: Path) -> list[Node]:
         extra = {k: hv[v] for k, v in (("domain", "harness_domain"),
                                        ("ssh_key", "ansible_ssh_private_key_file"),
                                        ("ssh_user", "ansible_user"),
-                                       ("ssh_port", "ansible_port")) if v in hv}
+                                       ("ssh_port", "ansible_port"),
+                                       ("machine", "harness_machine"),
+                                       ("pool", "harness_pool")) if v in hv}
         nodes.append(Node(name=name, host=str(hv.get("ansible_host", name)),
                           cluster_ip=str(hv.get("harness_cluster_ip", "")),
                           primary=name in primary or bool(hv.get("harness_primary")),

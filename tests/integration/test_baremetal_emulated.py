@@ -33,6 +33,9 @@ from harness.substrates.baremetal.pool import load_pool, pool_path, pools_dir
 from harness.substrates.libvirt import host, ssh
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
+from tests.integration.faultcheck import cli as fault_cli
+from tests.integration.faultcheck import inject_verify_heal_twice, session, write_task
+from tests.integration.faultcheck import on_node as on_fault_node
 from tests.integration.test_libvirt_substrate import libvirt_unavailable
 
 pytestmark = [pytest.mark.libvirt,
@@ -112,29 +115,29 @@ def test_emulated_pool_bmcs_speak_ipmi_in_and_out_of_band(pool_name):
 
 
 def assert_a_sudo_login_runs_as_root(pool, node: str) -> None:
-    """A machine whose pool file says `ssh: {user: operator}` (a non-root user with
+    """A machine whose pool file says `ssh: {user: labops}` (a non-root user with
     password-less sudo): the harness's commands and copies still act as root."""
     m = pool.machine(node)
-    add = ("useradd -m -s /bin/bash operator && install -d -m 700 -o operator ~operator/.ssh"
-           " && install -m 600 -o operator /root/.ssh/authorized_keys ~operator/.ssh/ && echo "
-           "'operator ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/operator")
+    add = ("useradd -m -s /bin/bash labops && install -d -m 700 -o labops ~labops/.ssh"
+           " && install -m 600 -o labops /root/.ssh/authorized_keys ~labops/.ssh/ && echo "
+           "'labops ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/labops")
     assert on_node(pool, node, add).ok
     try:
-        async def as_operator():
-            await ssh.wait_ready(m.ssh.host, m.ssh.key_path, 30, user="operator")
+        async def as_labops():
+            await ssh.wait_ready(m.ssh.host, m.ssh.key_path, 30, user="labops")
             res = await ssh.exec_on(m.ssh.host, m.ssh.key_path, "id -un; echo \"$V\"", 30,
-                                    env={"V": "it's"}, user="operator")
+                                    env={"V": "it's"}, user="labops")
             await ssh.put(m.ssh.host, m.ssh.key_path, Path(__file__), "/root/hx-put",
-                          user="operator")
+                          user="labops")
             return res
-        res = asyncio.run(as_operator())
+        res = asyncio.run(as_labops())
         assert res.ok and res.stdout.split("\n")[:2] == ["root", "it's"], res
         owner = on_node(pool, node, f"stat -c %U /root/hx-put/{Path(__file__).name}")
         assert owner.stdout.strip() == "root"
     finally:
         ssh.close_master(m.ssh.host, m.ssh.key_path)
-        assert on_node(pool, node, "rm -rf /root/hx-put /etc/sudoers.d/operator; "
-                                   "userdel -r operator").ok
+        assert on_node(pool, node, "rm -rf /root/hx-put /etc/sudoers.d/labops; "
+                                   "userdel -r labops").ok
 
 
 def sol_session(creds: dict, typed: bytes = b"root\r", wait: float = 60) -> tuple[bytes, bytes]:
@@ -233,6 +236,92 @@ def test_a_killed_trials_lease_is_reset_and_reclaimed_by_gc(pool_name):
     m = pool.machine(machine)
     asyncio.run(ssh.wait_ready(m.ssh.host, m.ssh.key_path, 240))
     assert reset.dirty(m) == []
+
+
+FAULT_FIXTURE = {
+    "task.toml": """
+        version = "1.0"
+        [task]
+        name = "faults-bm-fixture"
+        [agent]
+        timeout_sec = 60
+        [verifier]
+        timeout_sec = 60
+        [environment]
+        type = "baremetal"
+        [[environment.nodes]]
+        name = "node0"
+        [[environment.nodes]]
+        name = "node1"
+        """,
+    "instruction.md": "Nothing to do: the fixture of the bare-metal fault tests.\n",
+    "tests/test.sh": "#!/bin/bash\necho 1.0 > /logs/verifier/reward.txt\n",
+    "environment/bootstrap.sh": """
+        #!/bin/bash
+        set -euo pipefail
+        cat > /etc/systemd/system/hxsvc.service <<'EOF'
+        [Unit]
+        Description=fixture service of the fault tests
+        [Service]
+        ExecStart=/usr/bin/python3 -m http.server 8080 --directory /etc
+        [Install]
+        WantedBy=multi-user.target
+        EOF
+        systemctl daemon-reload
+        systemctl enable --now hxsvc
+        """,
+}
+
+
+def test_l1_faults_act_through_the_bmcs_of_a_kept_trial(pool_name, tmp_path):
+    """The L1 faults on bare metal, on a kept trial as `harness fault` uses it (its nodes
+    rebuilt from the inventory: pool and machine, no credentials): power off and power cycle
+    through the machine's BMC (controller ledger; heal powers on and waits for the boot),
+    a service stopped, and the NIC taken down, healed by the node's dead-man switch. Then
+    `harness gc --trial` resets the machines and releases the leases."""
+    settings = Settings(substrates={"baremetal": {"pool": pool_name}})
+    task = load_task(write_task(tmp_path / "task", FAULT_FIXTURE))
+    trial_id = make_trial_id(task.name, "nop", 1)
+    trial = Trial(task=task, agent=get_agent("nop"), substrate=get_substrate(
+        "baremetal", settings=settings), root=tmp_path / "trials" / trial_id,
+        trial_id=trial_id, campaign="bm-faults", keep=True)
+    rec = asyncio.run(trial.run())
+    try:
+        assert rec.status == "passed", rec.error
+        kept = trial.paths.root
+        for fault, params in (("power_off", {}), ("power_cycle", {}),
+                              ("service_stop", {"service": "hxsvc"})):
+            asyncio.run(inject_verify_heal_twice(kept, fault, "node1", params))
+
+        async def nic_down():
+            s = session(kept)
+            rec = await s.inject("nic_down", "node1", {}, deadman_sec=45)
+            assert rec.states == {"node1": "injected"}, rec.states
+            for _ in range(20):  # the NIC goes down once the inject's session has returned
+                if not (await on_fault_node(s, "node0", "ping -c1 -W1 node1")).ok:
+                    break
+                await asyncio.sleep(1)
+            else:
+                raise AssertionError("node0 still reaches node1 with its NIC down")
+            deadline = time.monotonic() + 180
+            states = {}
+            while time.monotonic() < deadline and states != {"node1": "healed"}:
+                await asyncio.sleep(3)
+                try:
+                    states = {h: st for h, (st, _) in (await s.verify(rec)).items()}
+                except Exception:  # noqa: BLE001 - SSH may need a few more seconds
+                    states = {}
+            assert states == {"node1": "healed"}, states
+            assert await s.remaining() == {}
+
+        asyncio.run(nic_down())
+    finally:
+        gc = fault_cli("gc", "--trial", trial_id, "--json")
+        assert gc.returncode == 0, gc.stderr
+    assert lease.read(pool_name) == {}
+    pool = load_pool(pool_name)
+    for m in pool.machines:
+        assert ipmi.power(pool.bmc_credentials(m), "status") == "on"
 
 
 POWER_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-power-loss"

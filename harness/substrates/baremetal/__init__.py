@@ -165,6 +165,7 @@ class BaremetalSubstrate(Substrate):
                           "ansible_python_interpreter": "/usr/bin/python3",
                           "harness_cluster_ip": n.cluster_ip, "harness_primary": n.primary,
                           "harness_machine": n.extra["machine"],
+                          "harness_pool": n.extra["pool"],
                           **({"harness_bmc": bmc(n)} if bmc(n) else {})} for n in nodes}
         return {"all": {
             "hosts": hosts,
@@ -222,10 +223,17 @@ class BaremetalSubstrate(Substrate):
                 raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
 
     async def power(self, node: Node, action: str) -> str:
-        """Through the machine's BMC (IPMI)."""
+        """Through the machine's BMC (IPMI). A node rebuilt from a kept trial's inventory or
+        a stale lease carries its pool and machine, not the credentials: those are read
+        from the pool file then."""
         creds = node.extra.get("bmc")
+        machine = node.extra.get("machine", node.name)
         if not creds:
-            raise SubstrateError(self.name, f"machine {node.extra['machine']} has no BMC")
+            pool = load_pool(node.extra.get("pool") or self.pool_name)
+            m = pool.machine(machine)
+            creds = pool.bmc_credentials(m) if m.bmc else None
+        if not creds:
+            raise SubstrateError(self.name, f"machine {machine} has no BMC")
         ssh.close_master(node.host, Path(node.extra["ssh_key"]))
         return await asyncio.to_thread(ipmi.power, creds, action)
 

@@ -42,26 +42,33 @@ def _lanplus_power(creds: dict, action: str) -> str:
     try:
         if action != "cycle":
             return bmc.client_power(cfg, {"soft": "shutdown"}.get(action, action), 45)
-        bmc.client_power(cfg, "off", 45)
-        deadline = time.monotonic() + 60
-        while bmc.client_power(cfg, "status", 45) != "off":
-            if time.monotonic() > deadline:
-                raise SubstrateError("baremetal", f"BMC {cfg['address']}: still on 60 s "
-                                     "after power off (power cycle)")
-            time.sleep(1)
+        power(creds, "off")
         return bmc.client_power(cfg, "on", 45)
     except SubstrateError as exc:
         text = str(exc)
-        while text.startswith("vm: "):  # the client's error, as its child process printed it
-            text = text[4:]
+        while text.startswith(("vm: ", "baremetal: ")):  # as the client's child printed it
+            text = text.split(": ", 1)[1]
         raise SubstrateError("baremetal", text.replace("failed: None", "no answer")) from None
 
 
-def power(creds: dict, action: str) -> str:
-    """Chassis power `action` (on/off/cycle/reset/soft/status); for status "on" or "off"."""
+def power(creds: dict, action: str, settle: float = 60.0) -> str:
+    """Chassis power `action` (on/off/cycle/reset/soft/status); for status "on" or "off".
+    `on` and `off` return once the BMC reports that state (a BMC may take a moment to carry
+    out the command), waiting at most `settle` seconds."""
     if action not in ACTIONS:
         raise SubstrateError("baremetal", f"unknown power action {action!r} (valid: "
                              f"{', '.join(ACTIONS)})")
+    out = _send(creds, action)
+    deadline = time.monotonic() + settle
+    while action in ("on", "off") and _send(creds, "status") != action:
+        if time.monotonic() > deadline:
+            raise SubstrateError("baremetal", f"BMC {creds['address']}: chassis power "
+                                 f"{action} sent, power still not {action} after {settle:.0f} s")
+        time.sleep(1)
+    return out
+
+
+def _send(creds: dict, action: str) -> str:
     if str(creds.get("interface") or "lanplus") == "lanplus":
         return _lanplus_power(creds, action)
     out = ipmitool(creds, "chassis", "power", ACTIONS[action])
