@@ -35,18 +35,22 @@ writes a && write=true
 members_ok && members=true
 healthy && health=true
 data && intact=true
-ssh node1 systemctl restart etcd >/dev/null 2>&1
-wait_healthy && systemctl restart etcd >/dev/null 2>&1 && wait_healthy && writes b && data \
-  && durable=true
+if $health; then  # (restarts prove nothing about a cluster that is not healthy now)
+  ssh node1 systemctl restart etcd >/dev/null 2>&1
+  wait_healthy && systemctl restart etcd >/dev/null 2>&1 && wait_healthy && writes b && data \
+    && durable=true
+fi
 ! grep -q node2 /etc/default/etcd && ssh node1 '! grep -q node2 /etc/default/etcd' && \
   grep -q '^ETCD_NAME=' /etc/default/etcd && peers=true
 ! grep -q node2 /etc/default/shop-app && ssh node1 '! grep -q node2 /etc/default/shop-app' && \
   grep -q '^SHOP_ETCD_ENDPOINTS=' /etc/default/shop-app && clients=true
 
 # the hardware team powers node2 on: give its etcd (if it would start) time to try to rejoin
-bmc chassis power status 2>/dev/null | grep -q 'is on' || bmc chassis power on >/dev/null 2>&1
-for _ in $(seq 240); do node2 true 2>/dev/null && break; sleep 1; done
-if node2 true 2>/dev/null; then
+# (while node2 is still a member, it cannot count as retired: no need to power it on)
+$members && { bmc chassis power status 2>/dev/null | grep -q 'is on' ||
+              bmc chassis power on >/dev/null 2>&1; }
+$members && for _ in $(seq 240); do node2 true 2>/dev/null && break; sleep 1; done
+if $members && node2 true 2>/dev/null; then
   sleep 10
   node2 '! systemctl is-active --quiet etcd && ! systemctl is-enabled --quiet etcd &&
          ! test -e /var/lib/etcd/default/member' && members_ok && healthy && retired=true
