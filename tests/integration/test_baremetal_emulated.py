@@ -2,10 +2,12 @@
 three QEMU machines whose BMCs are OpenIPMI's ipmi_sim: IPMI 1.5 (`-I lan`) and 2.0
 (`-I lanplus`) answer from this host and from node0 over the management network, in-band
 `ipmitool` works on the node (`/dev/ipmi0`), chassis power off really stops the machine
-and power on brings it back. An InfraBench CloudLab task then runs unmodified on the pool
-(leases, the reimage reset at teardown, a clean machine for the next trial), a killed
-trial's stale lease is reset and reclaimed by gc, the L1 and L3 seed tasks score as they
-should, and `harness pool remove` leaves nothing behind."""
+and power on brings it back, Serial-over-LAN carries the console both ways, and a non-root
+SSH login with sudo acts as root. An InfraBench CloudLab task then runs unmodified on the
+pool (leases, the reimage reset at teardown, a clean machine for the next trial), a killed
+trial's stale lease is reset and reclaimed by gc, the L1 faults act through the BMCs of a
+kept trial, the L1 and L3 seed tasks score as they should, and `harness pool remove` leaves
+nothing behind."""
 
 from __future__ import annotations
 
