@@ -291,8 +291,9 @@ def test_l1_faults_act_through_the_bmcs_of_a_kept_trial(pool_name, tmp_path):
     try:
         assert rec.status == "passed", rec.error
         kept = trial.paths.root
-        for fault, params in (("power_off", {}), ("power_cycle", {}),
-                              ("service_stop", {"service": "hxsvc"})):
+        # power faults last (as on VMs): a power cycle restarts everything on the node
+        for fault, params in (("service_stop", {"service": "hxsvc"}), ("power_off", {}),
+                              ("power_cycle", {})):
             asyncio.run(inject_verify_heal_twice(kept, fault, "node1", params))
 
         async def nic_down():
