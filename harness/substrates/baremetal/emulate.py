@@ -481,10 +481,7 @@ def reimage(pool: Pool, node: str, log=print) -> None:
     (through its BMC, as a reimage service would)."""
     machine = pool.machine(node)
     creds = pool.bmc_credentials(machine)
-    ipmi.power(creds, "off")
-    deadline = time.monotonic() + 60
-    while ipmi.power(creds, "status") != "off" and time.monotonic() < deadline:
-        time.sleep(0.5)
+    ipmi.power(creds, "off")  # (returns once the BMC reports off)
     hosts = "127.0.0.1\tlocalhost\n" + "".join(f"{m.ssh.host}\t{m.name}\n" for m in pool.machines)
     _make_disks(pool.name, node, hosts)
     ipmi.power(creds, "on")
