@@ -9,14 +9,20 @@ from pathlib import Path
 import pytest
 
 # `scripts/test.sh` runs pytest in two workers (`-n 2 --dist loadfile`). A TCG guest keeps a
-# core busy, so the VM test modules (marker `libvirt`) run in one lane: one unit of work (one
-# worker, one module after the other), beside the docker and unit modules on the other
-# worker. (Two VM lanes beside docker oversubscribed the 2 cores: guests missed SSH waits.)
+# core busy, so VM test modules (marker `libvirt`) run in lanes: one unit of work each (one
+# worker, one module after the other). The `vm` lane is queued first, beside the docker and
+# unit modules on the other worker; the `cloud` lane (the CloudLab portal on its own
+# emulated pool) is queued last, so it starts on that worker once the docker and unit
+# modules are done. (Two VM lanes beside docker oversubscribed the 2 cores: guests missed
+# SSH waits.) In the `vm` lane, the bare-metal module comes last: its worker's emulated
+# pool is removed when the session ends, and its idle guests must not share the cores with
+# the other VM modules.
 VM_LANES = {
-    "test_baremetal_emulated.py": "vm", "test_libvirt_substrate.py": "vm",
-    "test_task_formats_vm.py": "vm", "test_faults_vm.py": "vm", "test_libvirt_trials.py": "vm",
-    "test_libvirt_campaign.py": "vm",
+    "test_libvirt_substrate.py": "vm", "test_task_formats_vm.py": "vm",
+    "test_faults_vm.py": "vm", "test_libvirt_trials.py": "vm", "test_libvirt_campaign.py": "vm",
+    "test_baremetal_emulated.py": "vm", "test_cloudlab_portal.py": "cloud",
 }
+POOL_MODULES = {"test_baremetal_emulated.py", "test_cloudlab_portal.py"}
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = REPO / "tasks"
@@ -96,11 +102,17 @@ def host_addresses() -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """On an xdist worker: queue the VM lanes first, then the other integration modules, then
-    the unit tests (every worker collects in this order; the scheduler hands out in it)."""
+    """On an xdist worker: queue the `vm` lane first (its pool module last), then the other
+    integration modules, then the unit tests, then the `cloud` lane (every worker collects
+    in this order; the scheduler hands out in it)."""
     if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: 0 if item.path.name in VM_LANES
-                   else 1 if item.get_closest_marker("docker") else 2)
+        def key(item) -> tuple[int, bool]:
+            name = item.path.name
+            if name in VM_LANES:
+                return (0 if VM_LANES[name] == "vm" else 3, name in POOL_MODULES)
+            return (1 if item.get_closest_marker("docker") else 2, False)
+
+        items.sort(key=key)
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -60,7 +60,8 @@ def test_unknown_agent_lists_valid_ones():
 def test_unknown_substrate_lists_valid_ones():
     res = harness("run", "tasks/hello-docker", "--substrate", "lxc")
     assert res.returncode == 2
-    assert "unknown substrate 'lxc'; valid: baremetal, docker, vm, vm-cluster" in res.stderr
+    assert ("unknown substrate 'lxc'; valid: baremetal, cloudlab, docker, vm, vm-cluster"
+            in res.stderr)
 
 
 def test_task_list_json_and_new(tmp_path):

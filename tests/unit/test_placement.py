@@ -91,7 +91,7 @@ hosts:
     ([host("a", capacity={"max_trial": {"vm": 1}})], "hosts[a].capacity.max_trial",
      "unknown key (valid: cpus, memory_mb, max_trials, cpu_overcommit, memory_overcommit)"),
     ([host("a", capacity={"max_trials": {"dokcer": 1}})], "hosts[a].capacity.max_trials",
-     "unknown substrate 'dokcer' (valid: baremetal, docker, vm, vm-cluster)"),
+     "unknown substrate 'dokcer' (valid: baremetal, cloudlab, docker, vm, vm-cluster)"),
     ([host("a", docker="tcp://build-1:2375")], "hosts[a].docker",
      "tcp:// without tls gives anyone who reaches the port root on that host"),
     ([host("a", docker={"url": SSH, "tls": {"ca": "a", "cert": "b", "key": "c"}})],

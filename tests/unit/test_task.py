@@ -125,6 +125,9 @@ BAD = [
     ("cluster-one-node", "[environment]\ntype = 'vm-cluster'", {}, "at least 2"),
     ("data-disks-on-docker", "[[environment.nodes]]\nname = 'n'\ndata_disks = [64]", {},
      "environment.nodes.data_disks: set on node n, but the 'docker' type has no such thing"),
+    ("hardware-type-on-docker", "[[environment.nodes]]\nname = 'n'\nhardware_type = 'xl170'",
+     {}, "environment.nodes.hardware_type: set on node n, but the 'docker' type has no such "
+     "thing"),
     ("data-disk-too-big", "[[environment.nodes]]\nname = 'n'\ndata_disks = [0]", {},
      "at most 8 data disks of 1-65536 MB"),
     ("reboot-unknown-node", "[gates]\ndurability = { reboot = ['node7'] }", {},
