@@ -144,3 +144,28 @@ def status(
             print(f"{node}: {line}")
     if not nodes:
         print("nodes: nothing injected remains")
+
+
+@fault_app.command("deadman", hidden=True)
+def deadman(
+    trial_dir: Path = typer.Argument(..., help="The trial's directory."),
+    fault_id: str = typer.Argument(..., help="The fault to watch."),
+    at: float = typer.Option(..., "--at", help="Deadline (Unix time)."),
+) -> None:
+    """The controller's dead-man switch of one fault (started detached by the harness,
+    `harness.faults.deadman.arm`): heal it at the deadline unless it is healed before."""
+    import time
+
+    from harness.faults.deadman import still_active_at
+    from harness.paths import TrialPaths
+
+    stamp = lambda: time.strftime("%FT%T")  # noqa: E731
+    print(f"{stamp()} watching {fault_id} until "
+          f"{time.strftime('%FT%T', time.localtime(at))}", flush=True)
+    if not still_active_at(TrialPaths(trial_dir), fault_id, at):
+        print(f"{stamp()} {fault_id} healed before its deadline", flush=True)
+        return
+    session, _ = _session(trial_dir)
+    session.event("fault.deadman", id=fault_id, where="controller")
+    changed = _run(session.heal(fault_id))
+    print(f"{stamp()} dead-man switch healed {fault_id}: {json.dumps(changed)}", flush=True)

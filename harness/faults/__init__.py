@@ -18,7 +18,7 @@ import importlib
 
 import yaml
 
-from harness.errors import RegistryError
+from harness.errors import InputError, RegistryError
 from harness.faults.base import Fault, FaultError, FaultRecord, FaultSpec, Param
 from harness.paths import ROLES
 
@@ -36,8 +36,25 @@ def spec_from_folder(folder) -> FaultSpec:
     return FaultSpec(name=doc["name"], layer=doc["layer"], kind=doc.get("kind", "role"),
                      summary=doc["summary"], role=folder.name,
                      requires=tuple(doc.get("requires") or ()), why=doc.get("why") or {},
-                     deadman=bool(doc.get("deadman")),
+                     deadman=_deadman(folder, doc.get("deadman")),
+                     heal_unreachable=_choice(folder, "heal_unreachable",
+                                              doc.get("heal_unreachable"), ("power_cycle",)),
                      internal_params=tuple(doc.get("internal_params") or ()), folder=folder)
+
+
+def _choice(folder, key: str, value, valid: tuple[str, ...]) -> str:
+    if value in (None, "", False):
+        return ""
+    if value not in valid:
+        raise InputError(f"{folder / 'meta' / 'fault.yml'}: {key}: {value!r} is not valid; "
+                         f"valid: {', '.join(valid)} (or leave it out)")
+    return str(value)
+
+
+def _deadman(folder, value) -> str:
+    """`deadman: true` is the node-side switch (the older spelling of `node`)."""
+    return _choice(folder, "deadman", "node" if value is True else value,
+                   ("node", "controller"))
 
 
 @functools.cache

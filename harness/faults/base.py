@@ -84,7 +84,11 @@ class Param:
 class FaultSpec:
     """A registry entry: what the fault is, what a substrate must offer to run it
     (`requires`, among `Substrate.capabilities`; `why` says why per capability), how it
-    is driven (`kind`, `role`)."""
+    is driven (`kind`, `role`). `deadman` is where its dead-man switch runs: "" (none),
+    "node" (a timer on the node runs the heal script) or "controller" (a watcher on the
+    controller heals it: the node cannot, e.g. when it is off). `heal_unreachable:
+    power_cycle` heals a node that no longer answers by power-cycling it through the
+    substrate (its BMC on bare metal) before the heal script runs."""
 
     name: str
     layer: str
@@ -92,7 +96,8 @@ class FaultSpec:
     summary: str
     requires: tuple[str, ...] = ("power",)
     role: str | None = None
-    deadman: bool = False
+    deadman: str = ""
+    heal_unreachable: str = ""
     why: dict[str, str] = field(default_factory=dict)
     internal_params: tuple[str, ...] = ()
     folder: Path | None = None
@@ -136,7 +141,8 @@ class FaultSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "layer": self.layer, "kind": self.kind, "role": self.role,
                 "summary": self.summary, "requires": list(self.requires),
-                "substrates": list(self.substrates), "deadman": self.deadman, "why": self.why,
+                "substrates": list(self.substrates), "deadman": self.deadman or None,
+                "heal_unreachable": self.heal_unreachable or None, "why": self.why,
                 "params": [asdict(p) for p in self.params.values() if not p.internal]}
 
 

@@ -16,10 +16,12 @@ from typing import Any
 from harness.errors import AnsibleError, InputError
 from harness.faults import targets as sel
 from harness.faults.base import Fault, FaultError, FaultRecord
+from harness.faults.power import wait_up
 from harness.paths import PLAYBOOKS, TrialPaths
 from harness.tools.ansible import run_playbook
 
 FAULTS_PLAYBOOK = PLAYBOOKS / "faults.yml"
+REACH_SEC = 20.0
 
 
 class RoleFault(Fault):
@@ -33,9 +35,30 @@ class RoleFault(Fault):
         return {h: r.get("detail", {}) for h, r in out.items()}
 
     async def heal(self, env, rec: FaultRecord) -> dict[str, bool]:
+        revived = await self.revive(env, rec) if self.spec.heal_unreachable else set()
         out = await self.run(env, rec, ["heal", "verify"], expect="healed")
         rec.states = {h: r.get("state", "partial") for h, r in out.items()}
-        return {h: bool(r.get("changed")) for h, r in out.items()}
+        return {h: bool(r.get("changed")) or h in revived for h, r in out.items()}
+
+    async def revive(self, env, rec: FaultRecord) -> set[str]:
+        """`heal_unreachable: power_cycle`: power-cycle the hosts that do not answer a
+        command within REACH_SEC, through the substrate (the BMC on bare metal), and wait
+        for their boot; the hosts cycled."""
+        if "power" not in env.substrate.capabilities:
+            return set()
+
+        async def one(host: str) -> str | None:
+            node = env.node(host)
+            try:
+                if (await env.exec("true", timeout=REACH_SEC, node=node, record=False)).ok:
+                    return None
+            except Exception:  # noqa: BLE001 - unreachable is what we test for
+                pass
+            await env.substrate.power(node, "cycle")
+            await wait_up(env, node)
+            return host
+
+        return {h for h in await asyncio.gather(*(one(h) for h in rec.hosts)) if h}
 
     async def verify(self, env, rec: FaultRecord) -> dict[str, tuple[str, str]]:
         out = await self.run(env, rec, ["verify"])

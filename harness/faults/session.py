@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.errors import InputError
-from harness.faults import get_fault, get_spec
+from harness.faults import deadman, get_fault, get_spec
 from harness.faults import targets as sel
 from harness.faults.base import FaultError, FaultRecord
 from harness.faults.ledger import Ledger, ledger_path
@@ -108,6 +108,10 @@ class FaultSession:
             self.ledger.append("injected", id=rec.id, detail=rec.detail)
             self.event("fault.injected", id=rec.id, fault=fault, hosts=hosts, detail=rec.detail,
                        states=rec.states)
+            if spec.deadman == "controller" and rec.deadman_sec:
+                deadman.arm(self.env.paths, rec)
+                self.event("fault.deadman_armed", id=rec.id, where="controller",
+                           deadman_sec=rec.deadman_sec)
         return rec
 
     async def _roll_back(self, driver, rec: FaultRecord) -> None:

@@ -148,6 +148,32 @@ def test_dead_man_switch_heals_without_the_controller(kept):
     asyncio.run(go())
 
 
+def test_controller_dead_man_switch_powers_a_node_on_after_its_controller_is_gone(kept):
+    """power_off's switch (`deadman: controller`) is a detached watcher on the controller:
+    it outlives the process that injected the fault (here: a CLI run that exits) and
+    powers the node on at the deadline, recorded in the ledger and the events."""
+    res = cli("fault", "inject", str(kept), "power_off", "--targets", "node2", "--deadman",
+              "6", "--json")
+    assert res.returncode == 0, res.stderr
+    fid = json.loads(res.stdout)["id"]
+    log = kept / "faults" / f"deadman-{fid}.log"
+
+    async def status():
+        return await session(kept).verify(fid)
+
+    assert asyncio.run(status())["node2"][0] == "injected"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and session(kept).get(fid).active:
+        time.sleep(1)
+    assert not session(kept).get(fid).active, log.read_text()
+    assert "dead-man switch healed" in log.read_text()
+    assert asyncio.run(status())["node2"][0] == "healed"
+    assert (asyncio.run(on_node(session(kept), "node2", "true"))).ok
+    names = [json.loads(line)["name"] for line in (kept / "events.jsonl").read_text()
+             .splitlines()]
+    assert "fault.deadman_armed" in names and "fault.deadman" in names
+
+
 def test_cli_inject_status_heal(kept):
     res = cli("fault", "inject", str(kept), "service_stop", "--targets", "node2", "--param",
               "service=hxsvc", "--json")

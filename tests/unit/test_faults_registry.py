@@ -65,9 +65,27 @@ def test_a_throwaway_fault_folder_is_registered(tmp_path):
     specs = catalog(roles=tmp_path)
     assert set(specs) == {"throwaway"}
     spec = specs["throwaway"]
-    assert spec.role == "fi_l4_throwaway" and spec.substrates == ("baremetal", "vm", "vm-cluster")
+    assert spec.role == "fi_l4_throwaway"
+    assert spec.substrates == ("baremetal", "cloudlab", "vm", "vm-cluster")
     with pytest.raises(InputError, match="needs its own clock"):
         spec.check_substrate("docker")
+
+
+def test_where_a_dead_man_switch_runs_is_declared_and_checked(tmp_path):
+    """A powered-off node runs no timer: power_off's switch is the controller's; nic_down's
+    node may stop answering, so its heal power-cycles it first. A bad value names the file
+    and the valid ones."""
+    assert get_spec("power_off").deadman == "controller"
+    assert get_spec("nic_down").deadman == "node"
+    assert get_spec("nic_down").heal_unreachable == "power_cycle"
+    assert get_spec("power_cycle").deadman == ""
+    folder = tmp_path / "fi_l1_bad"
+    (folder / "meta").mkdir(parents=True)
+    (folder / "meta" / "fault.yml").write_text(
+        "name: bad\nlayer: L1\nkind: power\nsummary: x\ndeadman: sometimes\n")
+    with pytest.raises(InputError, match=r"fi_l1_bad/meta/fault.yml: deadman: 'sometimes' is "
+                                         r"not valid; valid: node, controller"):
+        catalog(roles=tmp_path)
 
 
 def test_every_fault_role_is_registered():
@@ -91,8 +109,8 @@ def test_vm_only_faults_say_so():
         assert "docker" not in found and {"vm", "vm-cluster"} <= set(found), (name, found)
     with pytest.raises(InputError, match="share the host clock"):
         get_spec("clock_skew").check_substrate("docker")
-    with pytest.raises(InputError,
-                       match="no netem.*use bandwidth.*supported: baremetal, vm, vm-cluster"):
+    with pytest.raises(InputError, match="no netem.*use bandwidth.*supported: baremetal, "
+                                         "cloudlab, vm, vm-cluster"):
         get_spec("netem").check_substrate("docker")
     get_spec("bandwidth").check_substrate("docker")
 
