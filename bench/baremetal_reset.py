@@ -5,12 +5,13 @@ the same guest.
     python bench/baremetal_reset.py [--pool benchpool] [--runs 1] [--keep]
 
 Harness: `reset.reset` of the machine (the pool's `reimage`: power off through the BMC,
-a new disk, power on; then `power-cycle`: the harness's files removed over SSH and a
-chassis power cycle through the BMC), then the wait until SSH answers and the machine is
-clean (what `wait_ready` checks before a trial starts). Raw: `virsh reset` of the same
-domain and the same SSH wait, nothing else. Prints the seconds side by side and each
-ratio to raw. The pool (one machine) is made when missing and removed afterwards unless
---keep.
+the machine's saved first boot restored, its clock stepped; or, with
+`HARNESS_VM_START=cold`, a new disk and a boot; then `power-cycle`: the harness's files
+removed over SSH and a chassis power cycle through the BMC), then the wait until SSH
+answers and the machine is clean (what `wait_ready` checks before a trial starts).
+Raw: `virsh reset` of the same domain and the same SSH wait, nothing else. Prints the
+seconds side by side and each ratio to raw. The pool (one machine) is made when missing
+and removed afterwards unless --keep.
 """
 
 from __future__ import annotations

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from harness.substrates.baremetal import emulate
+from harness.substrates.baremetal.pool import pool_path
+from harness.substrates.libvirt import host
 from tests.conftest import HostListener
 from tests.integration.outside import Outside
 
@@ -23,3 +28,24 @@ def outside(tmp_path, monkeypatch):
     finally:
         host.close()
         world.close()
+
+
+@pytest.fixture(scope="session")
+def pool_name():
+    """A 3-machine emulated bare-metal pool per test worker (`emulate.emulate`, made by the
+    first test that uses it) removed when the worker's session ends (tests/conftest.py runs
+    the modules that use it last in their lanes)."""
+    name = f"ci{os.getpid() % 100000}"
+    try:
+        yield name
+    finally:
+        removed = emulate.remove(name)
+    assert any(r.startswith("domain hxpool-") for r in removed)
+    assert not pool_path(name).exists() and not emulate.pool_dir(name).exists()
+    conn = host.connect(emulate.URI)
+    try:
+        assert not [d.name() for d in conn.listAllDomains() if name in d.name()]
+        assert not [n.name() for n in conn.listAllNetworks()
+                    if n.name() in emulate.bridges(name)]
+    finally:
+        conn.close()

@@ -30,7 +30,7 @@ from harness.agents import get_agent
 from harness.cli.main import run as cli
 from harness.config import Settings
 from harness.substrates import get_substrate
-from harness.substrates.baremetal import emulate, ipmi, lease, reset
+from harness.substrates.baremetal import booted, emulate, ipmi, lease, reset
 from harness.substrates.baremetal.pool import load_pool, pool_path, pools_dir
 from harness.substrates.libvirt import host, ssh
 from harness.task import load_task
@@ -57,24 +57,6 @@ def domain_active(name: str) -> bool:
     conn = host.connect(emulate.URI)
     try:
         return bool(conn.lookupByName(name).isActive())
-    finally:
-        conn.close()
-
-
-@pytest.fixture(scope="module")
-def pool_name():
-    name = f"ci{os.getpid() % 100000}"
-    try:
-        yield name
-    finally:
-        removed = emulate.remove(name)
-    assert any(r.startswith("domain hxpool-") for r in removed)
-    assert not pool_path(name).exists() and not emulate.pool_dir(name).exists()
-    conn = host.connect(emulate.URI)
-    try:
-        assert not [d.name() for d in conn.listAllDomains() if name in d.name()]
-        assert not [n.name() for n in conn.listAllNetworks()
-                    if n.name() in emulate.bridges(name)]
     finally:
         conn.close()
 
@@ -142,7 +124,7 @@ def assert_a_sudo_login_runs_as_root(pool, node: str) -> None:
                                    "userdel -r labops").ok
 
 
-def sol_session(creds: dict, typed: bytes = b"root\r", wait: float = 60) -> tuple[bytes, bytes]:
+def sol_session(creds: dict, typed: bytes = b"root\r", wait: float = 180) -> tuple[bytes, bytes]:
     """What an IPMI 2.0 Serial-over-LAN console shows, as a user at a terminal sees it:
     `ipmitool sol activate` on a pty; Enter every 2 s until the guest's login prompt arrives,
     then `typed`, then `~.` once more output came back (or at `wait` seconds). Returns the
@@ -156,7 +138,7 @@ def sol_session(creds: dict, typed: bytes = b"root\r", wait: float = 60) -> tupl
     before, after, sent, enter_at = b"", b"", False, 0.0
     deadline = time.monotonic() + wait
     try:
-        while time.monotonic() < deadline and not (sent and b"Password" in after):
+        while time.monotonic() < deadline and not (sent and b"Password:" in after):
             if select.select([fd], [], [], 0.2)[0]:
                 try:
                     chunk = os.read(fd, 4096)
@@ -238,6 +220,15 @@ def test_a_killed_trials_lease_is_reset_and_reclaimed_by_gc(pool_name):
     m = pool.machine(machine)
     asyncio.run(ssh.wait_ready(m.ssh.host, m.ssh.key_path, 240))
     assert reset.dirty(m) == []
+    # the reimage restored the machine's saved first boot (same kernel boot, not a new one),
+    # its clock stepped to this host's
+    saved = json.loads(booted.files(emulate.pool_dir(pool_name), machine)["meta"].read_text())
+    before = time.time()
+    res = on_node(pool, machine, "cat /proc/sys/kernel/random/boot_id; date +%s.%N")
+    after = time.time()
+    boot_id, clock = res.stdout.split()
+    assert boot_id == saved["boot_id"], res.stdout
+    assert before - 1 <= float(clock) <= after + 1, (before, res.stdout, after)
 
 
 FAULT_FIXTURE = {
@@ -277,10 +268,12 @@ FAULT_FIXTURE = {
 
 def test_l1_faults_act_through_the_bmcs_of_a_kept_trial(pool_name, tmp_path):
     """The L1 faults on bare metal, on a kept trial as `harness fault` uses it (its nodes
-    rebuilt from the inventory: pool and machine, no credentials): power off and power cycle
-    through the machine's BMC (controller ledger; heal powers on and waits for the boot),
-    a service stopped, and the NIC taken down, healed by the node's dead-man switch. Then
-    `harness gc --trial` resets the machines and releases the leases."""
+    rebuilt from the inventory: pool and machine, no credentials): a service stopped; the
+    NIC taken down and healed through the BMC (the node no longer answers: a power cycle);
+    a power cycle through the machine's BMC (heal waits for the boot); a power-off left to
+    the controller's dead-man switch, which powers the machine on through its BMC after
+    the injecting process is gone. Then `harness gc --trial` resets the machines and
+    releases the leases."""
     settings = Settings(substrates={"baremetal": {"pool": pool_name}})
     task = load_task(write_task(tmp_path / "task", FAULT_FIXTURE))
     trial_id = make_trial_id(task.name, "nop", 1)
@@ -291,14 +284,12 @@ def test_l1_faults_act_through_the_bmcs_of_a_kept_trial(pool_name, tmp_path):
     try:
         assert rec.status == "passed", rec.error
         kept = trial.paths.root
-        # power faults last (as on VMs): a power cycle restarts everything on the node
-        for fault, params in (("service_stop", {"service": "hxsvc"}), ("power_off", {}),
-                              ("power_cycle", {})):
-            asyncio.run(inject_verify_heal_twice(kept, fault, "node1", params))
+        asyncio.run(inject_verify_heal_twice(kept, "service_stop", "node1",
+                                             {"service": "hxsvc"}))
 
         async def nic_down():
             s = session(kept)
-            rec = await s.inject("nic_down", "node1", {}, deadman_sec=45)
+            rec = await s.inject("nic_down", "node1", {}, deadman_sec=900)
             assert rec.states == {"node1": "injected"}, rec.states
             for _ in range(20):  # the NIC goes down once the inject's session has returned
                 if not (await on_fault_node(s, "node0", "ping -c1 -W1 node1")).ok:
@@ -306,18 +297,27 @@ def test_l1_faults_act_through_the_bmcs_of_a_kept_trial(pool_name, tmp_path):
                 await asyncio.sleep(1)
             else:
                 raise AssertionError("node0 still reaches node1 with its NIC down")
-            deadline = time.monotonic() + 180
-            states = {}
-            while time.monotonic() < deadline and states != {"node1": "healed"}:
-                await asyncio.sleep(3)
-                try:
-                    states = {h: st for h, (st, _) in (await s.verify(rec)).items()}
-                except Exception:  # noqa: BLE001 - SSH may need a few more seconds
-                    states = {}
-            assert states == {"node1": "healed"}, states
+            assert await s.heal(rec) == {"node1": True}  # unreachable: cycled by its BMC
+            assert {h: st for h, (st, _) in (await s.verify(rec)).items()} == \
+                {"node1": "healed"}
+            assert (await on_fault_node(s, "node0", "ping -c1 -W2 node1")).ok
             assert await s.remaining() == {}
 
         asyncio.run(nic_down())
+        # power faults last (as on VMs): a power cycle restarts everything on the node
+        asyncio.run(inject_verify_heal_twice(kept, "power_cycle", "node1", {}))
+        res = fault_cli("fault", "inject", str(kept), "power_off", "--targets", "node1",
+                        "--deadman", "5", "--json")
+        assert res.returncode == 0, res.stderr
+        fid = json.loads(res.stdout)["id"]
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and session(kept).get(fid).active:
+            time.sleep(2)
+        log = (kept / "faults" / f"deadman-{fid}.log").read_text()
+        assert not session(kept).get(fid).active and "dead-man switch healed" in log, log
+        env = session(kept).env
+        assert asyncio.run(env.substrate.power(env.node("node1"), "status")) == "on"
+        assert asyncio.run(on_fault_node(session(kept), "node1", "true")).ok
     finally:
         gc = fault_cli("gc", "--trial", trial_id, "--json")
         assert gc.returncode == 0, gc.stderr
@@ -369,7 +369,8 @@ def test_two_campaigns_take_turns_on_one_pool_with_the_l1_power_task(pool_name, 
         recs[agent] = json.loads(path.read_text())
         rec = recs[agent]
         assert rec["leaks"] == [], rec["leaks"]
-        assert {c.get("phase") for c in rec["checks"]} == {"functional", "cleanup"}
+        assert {c.get("phase") for c in rec["checks"]} == {"functional", "cleanup"}, \
+            f"{agent}: {rec['status']}: {rec['error']}"
     assert (recs["oracle"]["status"], recs["oracle"]["reward"]) == ("passed", 1.0), \
         (recs["oracle"]["error"], recs["oracle"]["checks"])
     assert recs["nop"]["status"] == "failed" and recs["nop"]["reward"] < 0.5, \
@@ -393,11 +394,19 @@ def test_two_campaigns_take_turns_on_one_pool_with_the_l1_power_task(pool_name, 
 L3_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-etcd-member-loss"
 
 
+@pytest.mark.manual
+@pytest.mark.timeout(2400)  # (two 3-node trials; the other lane's guests share the cores)
 def test_l3_etcd_member_loss_oracle_passes_nop_fails(pool_name, tmp_path):
     """The L3 seed task in one campaign (oracle, then nop: each trial leases all three
     machines): a 3-member etcd cluster whose node2 is powered off through its BMC. The
     oracle removes the member, fixes the configs and retires node2 out of band (1.0); nop
-    scores < 0.5; every check is phase-tagged; no lease, machine or gc leftover stays."""
+    scores < 0.5; every check is phase-tagged; no lease, machine or gc leftover stays.
+
+    A hand run (`manual`): CI runs the same task, oracle and nop, on the same kind of
+    emulated machines through the cloudlab substrate, a subclass of this one
+    (test_cloudlab_portal.py::test_l3_seed_task_through_the_provider_and_portal); the
+    static pool's leases, waits and resets run in CI in the L1 tests of this module. Two
+    3-node L3 trials at once on two cores took a quarter of CI's time."""
     config = tmp_path / "config.yaml"
     config.write_text(f"substrates: {{baremetal: {{pool: {pool_name}}}}}\n")
     env = {**os.environ, "HARNESS_CONFIG": str(config)}

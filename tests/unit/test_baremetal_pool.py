@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,6 +194,8 @@ def test_a_trials_heartbeat_runs_until_its_leases_are_released(home):
     lease.release("lab", "beating")
     thread.join(10)
     assert not thread.is_alive() and lease.read("lab") == {}
+    shutil.rmtree(lease.lease_dir("lab"))  # a removed pool: a late beat makes no lock file
+    assert lease.heartbeat("lab", "beating") == 0 and not lease.lease_dir("lab").exists()
 
 
 def test_a_trial_leases_its_nodes_and_the_inventory_names_their_bmcs(home, tmp_path):

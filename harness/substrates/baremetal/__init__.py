@@ -36,6 +36,13 @@ from harness.substrates.libvirt import ssh
 
 HERE = Path(__file__).resolve().parent
 BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
+NODE_FIELDS: dict[str, tuple[Any, Any]] = {
+    "hardware_type": (str | None, Field(default=None, description="CloudLab: the node's "
+                                        "hardware type (e.g. xl170); on a pool, machines "
+                                        "tagged with it are taken first")),
+    "image": (str | None, Field(default=None, description="CloudLab: the node's disk image "
+                                "URN (a pool's machines keep their own)")),
+}
 
 
 def _access(machine) -> dict[str, Any]:
@@ -71,6 +78,7 @@ class BaremetalSubstrate(Substrate):
                                                         "root_ssh"})
     settings_model: ClassVar[type[BaseModel]] = BaremetalSettings
     default_concurrency: ClassVar[int] = 1
+    node_fields: ClassVar[dict[str, tuple[Any, Any]]] = NODE_FIELDS
 
     def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
         if name not in (None, self.name):
@@ -114,8 +122,10 @@ class BaremetalSubstrate(Substrate):
         pool = self.pool()
         nodes = list(spec.task.nodes)
         hints = [getattr(n, "host", None) or "" for n in nodes]
+        kinds = {getattr(n, "hardware_type", None) for n in nodes} - {None, ""}
         got = lease.acquire(pool, spec.trial_id, spec.campaign, len(nodes),
-                            prefer=[h.split(".")[0] for h in hints if h],
+                            prefer=[h.split(".")[0] for h in hints if h]
+                            + [m.name for m in pool.machines if kinds & set(m.tags)],
                             wait_sec=self.config.lease_wait_sec)
         lease.keep_alive(pool.name, spec.trial_id)
         plan = [{"node": n.name, "machine": m.name, "address": m.ssh.host, "host_hint": h}
@@ -176,13 +186,20 @@ class BaremetalSubstrate(Substrate):
         }}
 
     def image_warnings(self, task) -> list[str]:
-        """An emulated pool's machines run the Debian 12 image whatever `base_image` says."""
-        ref = task.base_image
-        if not ref or not pool_path(self.pool_name).exists() or not self.pool().emulated:
+        """An emulated pool's machines run the Debian 12 image whatever `base_image` (or a
+        node's CloudLab `image`) says."""
+        if not pool_path(self.pool_name).exists() or not self.pool().emulated:
             return []
+        images = sorted({n.image for n in task.nodes if getattr(n, "image", None)})
+        notes = [f"node image {i!r}: the emulated pool's machines run {LOCAL_BASE}"
+                 for i in images]
+        ref = task.base_image
+        if not ref:
+            return notes
         note = self.settings.mapping_note(ref)
-        return [note] if note else [] if self.settings.map_image(ref) == LOCAL_BASE else [
-            f"base image {ref!r}: the emulated pool's machines run {LOCAL_BASE}"]
+        return notes + ([note] if note else [] if self.settings.map_image(ref) == LOCAL_BASE
+                        else [f"base image {ref!r}: the emulated pool's machines run "
+                              f"{LOCAL_BASE}"])
 
     def secrets(self, spec: TrialSpec) -> list[str]:
         return self.pool().secrets()

@@ -132,8 +132,11 @@ def acquire(pool: Pool, trial: str, campaign: str, count: int, tags: list[str] =
 
 
 def heartbeat(pool: str, trial: str) -> int:
-    """Refresh the heartbeat of every lease `trial` holds in `pool`; how many it holds."""
+    """Refresh the heartbeat of every lease `trial` holds in `pool`; how many it holds
+    (none, with no lock file made, once the pool's lease directory is gone)."""
     held = 0
+    if not lease_dir(pool).is_dir():
+        return held
     with pool_lock(pool):
         for machine, record in read(pool).items():
             if record.get("trial") == trial:
