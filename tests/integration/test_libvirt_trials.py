@@ -3,6 +3,8 @@ teardown (marker: libvirt). One VM trial runs at a time; about 10 minutes under 
 
 - vm-fstab-durability: the oracle through `harness run`'s `run_one` (with the real-reboot
   durability gate), the nop agent through Trial on a copy of the task without gates.
+- vm-raid10-slow-member: the same two ways (md RAID10 on five data disks, a dm-delay
+  member; the oracle's fix must survive the real reboot of the durability gate).
 - ipmi-power-recovery: a kept 2-node trial; bootstrap powers node1 off through its
   virtual BMC from node0 (ipmitool over lanplus), the oracle powers it on the same way;
   then the substrate's own power() (pyghmi client) cycles node1 and node0 sees it.
@@ -41,18 +43,19 @@ def assert_clean(sub, trial_id: str, root: Path) -> None:
     assert not list((root / "vm" / "disks").glob("hx-*"))
 
 
-def test_fstab_oracle_via_harness_run(tmp_path):
-    """`harness run` itself, in a subprocess (the CLI path a user takes)."""
+def oracle_via_harness_run(tmp_path: Path, name: str) -> dict:
+    """`harness run` itself, in a subprocess (the CLI path a user takes): 1.0 in every phase,
+    the durability gate's real reboot passed, nothing left."""
     started = time.monotonic()
     proc = subprocess.run([str(Path(sys.executable).parent / "harness"), "run",
-                           str(REPO / "tasks" / "vm-fstab-durability"), "--agent", "oracle",
+                           str(REPO / "tasks" / name), "--agent", "oracle",
                            "--out", str(tmp_path), "--json"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rec = json.loads(proc.stdout)
-    print(f"\nvm-fstab-durability oracle: {time.monotonic() - started:.0f}s "
+    print(f"\n{name} oracle: {time.monotonic() - started:.0f}s "
           f"{ {k: v['seconds'] for k, v in rec['timings'].items()} }")
-    assert rec["status"] == "passed" and rec["reward"] == 1.0, rec["error"]
+    assert rec["status"] == "passed" and rec["reward"] == 1.0, (rec["error"], rec["checks"])
     assert {c["phase"] for c in rec["checks"] if c["scored"]} == PHASES
     durability = rec["gates"]["durability"]
     assert durability["reward"] == 1.0, durability
@@ -61,22 +64,43 @@ def test_fstab_oracle_via_harness_run(tmp_path):
     assert rec["leaks"] == []
     assert_clean(get_substrate("vm"), rec["trial_id"],
                  tmp_path / "adhoc" / "trials" / rec["trial_id"])
+    return rec
 
 
-def test_fstab_nop_scores_low(tmp_path):
-    task_dir = tmp_path / "vm-fstab-durability"
-    shutil.copytree(REPO / "tasks" / "vm-fstab-durability", task_dir)
+def nop_without_gates(tmp_path: Path, name: str, marker: str) -> None:
+    """The nop agent through Trial on a copy of the task without its gates: below 0.5."""
+    task_dir = tmp_path / name
+    shutil.copytree(REPO / "tasks" / name, task_dir)
     toml = task_dir / "task.toml"
-    toml.write_text(toml.read_text().split("# the fix must survive")[0])  # no reboot gate
+    toml.write_text(toml.read_text().split(marker)[0])  # no reboot gate
     task = load_task(task_dir)
     trial_id = make_trial_id(task.name, "nop", 1)
     sub = get_substrate("vm")
     trial = Trial(task=task, agent=get_agent("nop"), substrate=sub,
                   root=tmp_path / "trials" / trial_id, trial_id=trial_id, campaign="vm-pytest")
     rec = asyncio.run(trial.run())
-    assert rec.status == "failed" and rec.reward is not None and rec.reward < 0.5, rec.error
+    assert rec.status == "failed" and rec.reward is not None and rec.reward < 0.5, \
+        (rec.error, rec.checks)
     assert rec.leaks == []
     assert_clean(sub, trial_id, trial.root)
+
+
+def test_fstab_oracle_via_harness_run(tmp_path):
+    oracle_via_harness_run(tmp_path, "vm-fstab-durability")
+
+
+def test_fstab_nop_scores_low(tmp_path):
+    nop_without_gates(tmp_path, "vm-fstab-durability", "# the fix must survive")
+
+
+def test_raid10_oracle_via_harness_run(tmp_path):
+    rec = oracle_via_harness_run(tmp_path, "vm-raid10-slow-member")
+    assert any(c["name"] == "the array assembles whole from mdadm.conf, as at boot"
+               for c in rec["gates"]["durability"]["checks"])
+
+
+def test_raid10_nop_scores_low(tmp_path):
+    nop_without_gates(tmp_path, "vm-raid10-slow-member", "# the fix must survive")
 
 
 def test_ipmi_power_recovery_bmc_from_node0(tmp_path):
