@@ -32,6 +32,7 @@ from harness.results import AgentRef, TaskRef, TrialRecord, append_jsonl, build_
 from harness.task import load_task
 from harness.tools.terraform import TrialTerraform
 from harness.trial import Trial
+from harness.trial.adhoc import cancelled_record
 
 
 class Journal:
@@ -287,13 +288,6 @@ class TrialQueue:
             loop.remove_signal_handler(sig)
         self.journal.write("stopped" if self.stopping else "completed")
         return [r for r in results if isinstance(r, TrialRecord)]
-
-
-def cancelled_record(trial: Trial, message: str) -> None:
-    """Write a `cancelled` result for a trial that cannot finish its own."""
-    rec = trial.record("cancelled", error={"type": "Cancelled", "message": message})
-    rec.timings, rec.fingerprint, rec.finished_at = trial.timings, trial.fingerprint, now_iso()
-    rec.write(trial.paths.result, trial.redactor)
 
 
 def plan_crash_record(run_dir: Path, t: dict[str, Any], campaign: str,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from harness.agents.secrets import agent_secrets
 from harness.errors import InputError
 from harness.paths import RunPaths
 from harness.placement import Demand, HostPools, default_hosts
-from harness.results import TrialRecord
+from harness.results import TrialRecord, now_iso
 from harness.substrates import for_env_type, get_substrate
 from harness.task import load_task
 from harness.tools.ansible import warm_playbook_server
@@ -52,12 +54,34 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     return run_async(_until_signalled(trial))
 
 
+def cancelled_record(trial: Trial, message: str) -> None:
+    """Write a `cancelled` result for a trial that cannot finish its own."""
+    rec = trial.record("cancelled", error={"type": "Cancelled", "message": message})
+    rec.timings, rec.fingerprint, rec.finished_at = trial.timings, trial.fingerprint, now_iso()
+    rec.write(trial.paths.result, trial.redactor)
+
+
 async def _until_signalled(trial: Trial) -> TrialRecord:
     """The trial, cancelled on SIGINT/SIGTERM: it tears down and records itself
-    `cancelled`; that record is returned (the CLI exits 130)."""
+    `cancelled`; that record is returned (the CLI exits 130). A second signal abandons the
+    teardown as a campaign does: the trial is recorded `cancelled` and the process exits
+    130 at once, leaving what is still up to `harness gc`."""
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    signals = []
+
+    def on_signal() -> None:
+        signals.append(1)
+        if len(signals) == 1:
+            task.cancel()
+            return
+        if not trial.paths.result.exists():
+            cancelled_record(trial, "abandoned during teardown (second interrupt)")
+        print(f"harness: interrupted again: teardown of {trial.trial_id} abandoned; "
+              "`harness gc` removes what is left", file=sys.stderr, flush=True)
+        os._exit(130)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, task.cancel)
+        loop.add_signal_handler(sig, on_signal)
     try:
         return await trial.run()
     except asyncio.CancelledError:

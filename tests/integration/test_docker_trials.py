@@ -336,3 +336,49 @@ def test_a_harness_error_after_provisioning_tears_down_and_records(seed_task, tm
     assert saved["status"] == "agent_error" and saved["error"]["type"] == "HarnessCrash"
     assert "teardown" in saved["timings"] and rec.leaks == []
     assert labeled(rec.trial_id) == []
+
+
+def _run_until_provisioned(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "tasks/log-volume-full",
+                             "--agent", "nop", "--out", str(tmp_path), "--json"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        roots = [p.parent for p in (tmp_path / "adhoc" / "trials").glob("*/events.jsonl")
+                 if '"phase.provision.end"' in p.read_text()]
+        if roots:
+            return proc, roots[0]
+        time.sleep(0.3)
+    proc.kill()
+    raise AssertionError("the trial never provisioned")
+
+
+def test_run_interrupted_once_tears_down_twice_abandons(tmp_path):
+    """`harness run`: SIGINT tears the trial down and records it cancelled (exit 130); a
+    second signal during that teardown abandons it at once, still exit 130 with a
+    cancelled record and no traceback, and `harness gc` removes what it left."""
+    proc, root = _run_until_provisioned(tmp_path / "once")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err[-2000:]
+    assert json.loads((root / "result.json").read_text())["status"] == "cancelled"
+    assert "Traceback" not in err and labeled(root.name) == []
+
+    proc, root = _run_until_provisioned(tmp_path / "twice")
+    try:
+        proc.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 120
+        while '"phase.teardown.start"' not in (root / "events.jsonl").read_text():
+            assert time.monotonic() < deadline, "no teardown after SIGINT"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err[-2000:]
+        assert "Traceback" not in err and "teardown of" in err and "harness gc" in err, err
+        rec = json.loads((root / "result.json").read_text())
+        assert rec["status"] == "cancelled" and "second interrupt" in rec["error"]["message"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        cli("gc", "--trial", root.name)
+    assert labeled(root.name) == []
