@@ -326,8 +326,11 @@ def _failure(events: list[dict], result) -> tuple[str, str]:
         if ev.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             data = ev.get("event_data", {})
             res = data.get("res", {})
-            msg = res.get("msg") or res.get("stderr") or res.get("stdout") or ""
-            msg = " ".join(str(msg).split())[:400]
+            msg = " ".join(str(res.get("msg") or "").split())
+            out = " ".join(str(res.get("stderr") or res.get("stdout") or "").split())
+            if out and out not in msg:  # a command's own words say why, not "non-zero rc"
+                msg = f"{msg}: {out[-400:]}" if msg else out[-400:]
+            msg = msg[:600]
             return data.get("play", ""), f"{data.get('host')}: {data.get('task')}: {msg}"
     tail = (result.stdout.read() if hasattr(result.stdout, "read") else "")[-400:]
     return "", " ".join(tail.split()) or "no failed task reported"

@@ -99,12 +99,14 @@ def test_other_trials_cgroups_are_out_of_reach(seed_task, tmp_path):
 
 def test_fork_bomb_stops_at_the_pids_limit(seed_task, tmp_path):
     """The bomb's children keep the command's output open: the exec is given up after its
-    timeout (and recorded), the bomb stays inside its pids limit, the verifier stops it."""
+    timeout (and recorded), the bomb stays inside its pids limit, the verifier stops it.
+    (Each of its processes sleeps once it has forked: a bomb whose forks fail does not
+    die out before the verifier comes, as a plain one may on a loaded machine.)"""
     from harness.config import Settings
 
     sub = get_substrate("docker", settings=Settings(substrates={"docker": {"pids_limit": 512}}))
     trial = attack(seed_task("hello-docker"), tmp_path, [
-        {"cmd": "bash -c ':(){ :|:& };:'", "timeout_sec": 5},
+        {"cmd": "bash -c ':(){ :|:& sleep 900; };:'", "timeout_sec": 5},
         {"cmd": "cat /sys/fs/cgroup/pids/pids.current /sys/fs/cgroup/pids/pids.max",
          "timeout_sec": 20},
     ], substrate=sub)

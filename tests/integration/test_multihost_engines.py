@@ -16,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import docker
 import pytest
 import yaml
 
+from harness import substrates
 from tests.conftest import docker_ready
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow,
@@ -61,20 +63,28 @@ def journal(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_second_busy_after_a_finish(run_dir: Path, timeout: float = 300) -> None:
-    """Until a trial finished on `second` and another one runs there."""
+def wait_second_busy_after_a_finish(run_dir: Path, url: str, timeout: float = 300) -> None:
+    """Until a trial finished on `second` and another one runs there with a container on
+    that engine already (a kill before that would leave nothing for gc to find)."""
+    client = docker.DockerClient(base_url=url)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        j = journal(run_dir)
-        done = [i for i, e in enumerate(j) if e["event"] == "finished"
-                and e.get("host") == "second"]
-        if done:
-            started = {e["trial"] for e in j[done[0]:] if e["event"] == "started"
-                       and e.get("host") == "second"}
-            if started - {e["trial"] for e in j if e["event"] == "finished"}:
-                return
-        time.sleep(0.2)
-    raise AssertionError("no second trial started on host second")
+    try:
+        while time.monotonic() < deadline:
+            j = journal(run_dir)
+            done = [i for i, e in enumerate(j) if e["event"] == "finished"
+                    and e.get("host") == "second"]
+            if done:
+                started = {e["trial"] for e in j[done[0]:] if e["event"] == "started"
+                           and e.get("host") == "second"}
+                running = started - {e["trial"] for e in j if e["event"] == "finished"}
+                there = {c.labels.get("harness.trial") for c in client.containers.list(
+                    all=True, filters={"label": "harness.campaign=pytest-twohosts"})}
+                if running & there:
+                    return
+            time.sleep(0.2)
+    finally:
+        client.close()
+    raise AssertionError("no second trial with a container on host second")
 
 
 def test_campaign_over_two_engines_survives_killing_one(tmp_path, second_engine):
@@ -92,7 +102,7 @@ def test_campaign_over_two_engines_survives_killing_one(tmp_path, second_engine)
                              str(camp), "--out", str(run_dir), "--json"], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_second_busy_after_a_finish(run_dir)
+        wait_second_busy_after_a_finish(run_dir, second_engine)
         engine("kill")
         out, err = proc.communicate(timeout=600)
     finally:
@@ -118,7 +128,10 @@ def test_campaign_over_two_engines_survives_killing_one(tmp_path, second_engine)
     assert json.loads(cli(*gc, "--dry-run", "--host", "local").stdout)["total"] == 0
     engine("start")  # the "remote" host is back: sweep what its crash left
     swept = json.loads(cli(*gc).stdout)
-    # each engine of the hosts file, plus the machine-wide pool leases once (none stale here)
-    assert set(swept["found"]) == {"docker@local", "docker@second", "baremetal"}
-    assert swept["found"]["docker@second"] and not swept["found"]["baremetal"]
+    # each engine of the hosts file, plus once each substrate whose nodes live elsewhere
+    # (bare-metal pool leases, CloudLab experiment records: none stale here)
+    elsewhere = {name for name, cls in substrates.classes().items() if not cls.engine}
+    assert elsewhere >= {"baremetal", "cloudlab"}
+    assert set(swept["found"]) == {"docker@local", "docker@second"} | elsewhere
+    assert swept["found"]["docker@second"] and not any(swept["found"][n] for n in elsewhere)
     assert json.loads(cli(*gc, "--dry-run").stdout)["total"] == 0

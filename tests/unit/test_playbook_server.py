@@ -70,12 +70,15 @@ def test_a_primed_server_forks_the_first_run(tmp_path):
 
 def test_failure_names_the_task_and_exit_code(tmp_path):
     book = _book(tmp_path, FORKED + "    - name: Fail on purpose\n"
-                 "      ansible.builtin.command: /bin/false\n      changed_when: false\n")
+                 "      ansible.builtin.shell: echo node1 still answers >&2; exit 3\n"
+                 "      changed_when: false\n")
     for i in range(2):  # the first run also primes a fresh server
         paths = _trial(tmp_path, f"f{i}")
         with pytest.raises(AnsibleError) as err:
             run_playbook(paths, "probe", [], {}, playbook=book, timeout=120)
         assert "Fail on purpose" in str(err.value) and err.value.returncode == 2
+        # the command's own stderr says why, not only "non-zero return code"
+        assert "node1 still answers" in str(err.value), err.value
 
 
 def test_settings_fixed_at_import_run_plain(tmp_path, monkeypatch):
