@@ -34,12 +34,11 @@ from pathlib import Path
 
 from harness.errors import SubstrateError
 from harness.substrates.libvirt import ssh
+from harness.substrates.libvirt.snapshot import RESEED_CRNG
 
 RESTORE_WAIT_SEC = 120
 FIXUP = ("echo ready && read -r seed && read -r now && date -u -s \"@$now\" >/dev/null && "
-         "echo \"$seed\" | base64 -d > /dev/urandom && "
-         "perl -e 'open(my $f, \">\", \"/dev/urandom\") or die; ioctl($f, 0x5207, 0) or die "
-         "\"reseed: $!\"'")
+         "echo \"$seed\" | base64 -d > /dev/urandom && " + RESEED_CRNG)
 
 
 def files(pool_dir: Path, node: str) -> dict[str, Path]:

@@ -55,6 +55,11 @@ RETRY_FAILED_SEC = 1800  # a key whose build failed boots cold this long before 
 HEADER = struct.Struct("<16s5I14I")
 SAVE_MAGIC = b"LibvirtQemudSave"
 MAKE_DISKS = Path(__file__).resolve().parent / "terraform" / "files" / "make-disks.sh"
+# A restored guest wakes with the RNG state of its save: once the host's bytes are written
+# to /dev/urandom, this makes the kernel reseed its CRNG from them at once (RNDRESEEDCRNG)
+# (also the bare-metal reimage's fix-up, `baremetal.booted.FIXUP`).
+RESEED_CRNG = (r"""perl -e 'open(my $f, ">", "/dev/urandom") or die "$!"; """
+               r"""ioctl($f, 0x5207, 0) or die "reseed: $!"'""")
 FIXUP = r"""set -eu
 mac=$1 ip=$2
 step() { read -r up _ < /proc/uptime; echo "$1 $up"; }
@@ -70,7 +75,7 @@ step network
 # every clone has the template's RNG state: mix in the host's bytes (stdin), then make the
 # kernel reseed at once (RNDRESEEDCRNG) before anything draws a key from it
 cat > /dev/urandom
-perl -e 'open(my $f, ">", "/dev/urandom") or die "$!"; ioctl($f, 0x5207, 0) or die "reseed: $!"'
+""" + RESEED_CRNG + r"""
 rm -f /etc/ssh/ssh_host_*
 od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > /etc/machine-id
 echo >> /etc/machine-id
