@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-from harness.errors import SubstrateError
+from harness.errors import InputError, SubstrateError
 
 if TYPE_CHECKING:
     from harness.task import Task
@@ -167,6 +167,12 @@ class Substrate(ABC):
         another live harness process owns (`harness.owner`) is spared unless `force`."""
 
     # -- documented defaults ---------------------------------------------------------
+
+    @classmethod
+    def check_name(cls, name: str | None) -> None:
+        """For a constructor given a registry name: refuse one it is not registered as."""
+        if name not in (None, cls.name):
+            raise InputError(f"{cls.__name__} is registered as {cls.name!r}, not {name!r}")
 
     @classmethod
     def validate_task(cls, config, root: Path, settings=None) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import substrates
-from harness.errors import RegistryError
+from harness.errors import InputError, RegistryError
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "harness"
@@ -190,3 +190,13 @@ def test_every_agent_class_is_registered_by_its_module():
     assert defined == set(pkg.names()) and len(defined) >= 9
     with pytest.raises(RegistryError, match="unknown agent 'moon'.*valid: aider"):
         pkg.get_agent("moon")
+
+
+@pytest.mark.parametrize("name", ["libvirt", "baremetal", "cloudlab"])
+def test_a_substrate_class_refuses_a_name_it_is_not_registered_as(name):
+    """Constructors that take a registry name (`Substrate.check_name`) refuse another one,
+    naming the class and the name it is registered as."""
+    cls = substrates.substrate_class({"libvirt": "vm"}.get(name, name))
+    with pytest.raises(InputError, match=f"{cls.__name__} is registered as {cls.name!r}, "
+                                         "not 'lxc'"):
+        cls(name="lxc")

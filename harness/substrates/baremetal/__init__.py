@@ -81,9 +81,7 @@ class BaremetalSubstrate(Substrate):
     node_fields: ClassVar[dict[str, tuple[Any, Any]]] = NODE_FIELDS
 
     def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
-        if name not in (None, self.name):
-            raise InputError(f"{type(self).__name__} is registered as {self.name!r}, not "
-                             f"{name!r}")
+        self.check_name(name)
         self.settings = settings or load_settings()
         self.config: BaremetalSettings = self.settings.substrate(self.name, BaremetalSettings)
         self.pool_name = self.config.pool or "emulated"

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.config import Settings, load_settings
-from harness.errors import InputError, PreflightError, SubstrateError
+from harness.errors import PreflightError, SubstrateError
 from harness.substrates.baremetal import BaremetalSubstrate
 from harness.substrates.base import Check, Node, TrialSpec
 from harness.substrates.cloudlab import api, experiments, inband, profile
@@ -73,9 +73,7 @@ class CloudlabSubstrate(BaremetalSubstrate):
     default_concurrency: ClassVar[int] = 1
 
     def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
-        if name not in (None, self.name):
-            raise InputError(f"{type(self).__name__} is registered as {self.name!r}, not "
-                             f"{name!r}")
+        self.check_name(name)
         self.settings = settings or load_settings()
         self.cl: CloudlabSettings = self.settings.substrate(self.name, CloudlabSettings)
         self.portal_url = self.cl.portal_url.rstrip("/")

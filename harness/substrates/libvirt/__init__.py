@@ -94,9 +94,7 @@ class LibvirtSubstrate(Substrate):
     def __init__(self, name: str | None = None, uri: str = "qemu:///system",
                  domain_type: str | None = None, boot_timeout: float = 180.0,
                  settings: Settings | None = None, **kwargs: Any):
-        if name not in (None, self.name):
-            raise InputError(f"{type(self).__name__} is registered as {self.name!r}, not "
-                             f"{name!r}")
+        self.check_name(name)
         self.settings = settings or load_settings()
         self.uri = uri
         self.boot_timeout = boot_timeout
