@@ -50,6 +50,10 @@ resource "libvirt_network" "this" {
     enabled    = true
     local_only = true
   }
+
+  xml {
+    xslt = file("${path.module}/files/network.xsl")
+  }
 }
 
 resource "libvirt_pool" "this" {
