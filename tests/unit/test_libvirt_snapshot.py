@@ -171,3 +171,42 @@ def test_cold_mode_neither_builds_nor_restores(tmp_path, monkeypatch):
     assert dom.created == 1
     assert snapshot.start(_args(tmp_path))["mode"] == "running"  # idempotent
     assert dom.created == 1
+
+
+def test_the_seed_disks_files_reach_the_clone_with_a_new_identity(tmp_path):
+    """`node_files` reads the node's seed disk (as make-disks.sh makes it) and adds what
+    must be new in every clone; two calls give two host keys and machine-ids."""
+    import io
+    import shutil
+    import subprocess
+    import tarfile
+
+    if not (shutil.which("mkfs.ext4") and shutil.which("debugfs")):
+        pytest.skip("e2fsprogs is not installed")
+    src = tmp_path / "seed"
+    (src / "harness").mkdir(parents=True)
+    (src / "authorized_keys").write_text("ssh-ed25519 AAAA trial\n")
+    (src / "hostname").write_text("node1\n")
+    (src / "hosts").write_text("127.0.0.1\tlocalhost\n10.0.0.10\tnode1\n")
+    (src / "harness" / "cluster-info").write_text("node1=10.0.0.10\n")
+    image = tmp_path / "seed.img"
+    subprocess.run(["truncate", "-s", "4M", str(image)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-L", "HXSEED", "-d",
+                    str(src), str(image), "4M"], check=True)
+
+    def members(blob: bytes) -> dict[str, tuple[int, bytes | None]]:
+        with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+            return {m.name: (m.mode, tar.extractfile(m).read() if m.isfile() else None)
+                    for m in tar.getmembers()}
+
+    one, two = members(snapshot.node_files(image)), members(snapshot.node_files(image))
+    assert one["root/.ssh"] == (0o700, None)
+    assert one["root/.ssh/authorized_keys"] == (0o600, b"ssh-ed25519 AAAA trial\n")
+    assert one["etc/hostname"][1] == b"node1\n" and one["etc/hosts"][1].endswith(b"node1\n")
+    assert one["etc/harness/cluster-info"] == (0o644, b"node1=10.0.0.10\n")
+    key, pub = one["etc/ssh/ssh_host_ed25519_key"], one["etc/ssh/ssh_host_ed25519_key.pub"]
+    assert key[0] == 0o600 and b"OPENSSH PRIVATE KEY" in key[1]
+    assert pub[1].startswith(b"ssh-ed25519 ") and pub[1].strip().endswith(b"root@node1")
+    assert len(one["etc/machine-id"][1]) == 33 and len(one["run/harness-fixup/entropy"][1]) == 512
+    for name in ("etc/ssh/ssh_host_ed25519_key", "etc/machine-id", "run/harness-fixup/entropy"):
+        assert one[name][1] != two[name][1], name

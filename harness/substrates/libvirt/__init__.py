@@ -53,8 +53,8 @@ from harness.substrates.libvirt.task_image import task_image
 HERE = Path(__file__).resolve().parent
 TOOLS = {  # command -> Debian package
     "terraform": "terraform", "qemu-img": "qemu-utils", "qemu-system-x86_64": "qemu-system-x86",
-    "mkfs.ext4": "e2fsprogs", "virsh": "libvirt-clients", "xsltproc": "xsltproc",
-    "ssh": "openssh-client", "ssh-keygen": "openssh-client", "tar": "tar",
+    "mkfs.ext4": "e2fsprogs", "debugfs": "e2fsprogs", "virsh": "libvirt-clients",
+    "xsltproc": "xsltproc", "ssh": "openssh-client", "ssh-keygen": "openssh-client", "tar": "tar",
 }
 DEFAULT_CPUS, DEFAULT_MEMORY_MB = 1, 1024
 BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
@@ -262,6 +262,18 @@ class LibvirtSubstrate(Substrate):
             "start_timeout": max(300, int(self.boot_timeout)),
         }
 
+    def planned_outputs(self, tf_vars: dict[str, Any]) -> dict[str, Any]:
+        """The outputs apply will produce (`terraform/outputs.tf`): addresses are fixed
+        (`ip`, else the 10th host of the trial network on), and so are the log paths."""
+        net = ipaddress.ip_network(tf_vars["cidr"])
+        prefix = f"hx-{tf_vars['trial_id']}"
+        nodes = tf_vars["nodes"]
+        return {"nodes": {n["name"]: n.get("ip") or str(net[10 + i]) for i, n in enumerate(nodes)},
+                "console_logs": {n["name"]: f"{tf_vars['console_log_dir']}/{prefix}-{n['name']}"
+                                 "-console.log" for n in nodes},
+                "network": {"name": prefix, "bridge": tf_vars["bridge_name"],
+                            "cidr": tf_vars["cidr"]}}
+
     def secrets(self, spec: TrialSpec) -> list[str]:
         """The trial's BMC passwords (made in terraform_vars)."""
         root = spec.root.resolve()
@@ -296,7 +308,7 @@ class LibvirtSubstrate(Substrate):
                 "ansible_host": n.host,
                 "ansible_user": "root",
                 "ansible_ssh_private_key_file": n.extra["ssh_key"],
-                "ansible_ssh_common_args": ssh.ANSIBLE_SSH_ARGS,
+                "ansible_ssh_common_args": ssh.ansible_args(n.host, Path(n.extra["ssh_key"])),
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "harness_cluster_ip": n.cluster_ip,
                 "harness_primary": n.primary,
@@ -330,8 +342,8 @@ class LibvirtSubstrate(Substrate):
         filesystem of a node whose disk was made bigger (the task's storage); then give the
         primary the BMC credentials in the root-only /etc/harness/bmc-credentials."""
         limit = timeout or self.boot_timeout
-        took = await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), limit)
-                                      for n in nodes))
+        took = await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), limit,
+                                                     master=True) for n in nodes))
         for node in nodes:
             if node.extra.get("grow_root"):
                 res = await self.exec(node, "resize2fs /dev/vda", 120)

@@ -16,11 +16,12 @@ Per node, Terraform defines the domain without starting it and runs `start` here
 empty overlay on the template disk, writes a copy of the save image that carries the trial
 domain's own XML (same devices at the same addresses: that is what the key guarantees),
 restores it and fixes the guest up through the QEMU guest agent before anything else runs:
-clock (stepped to the host's), entropy (host bytes, then an immediate kernel reseed: every
-clone starts with the template's RNG state), machine-id, SSH host key, the seed disk again
-(root's authorized key, hostname, /etc/hosts, cluster-info), the trial's MAC and a fresh
-DHCP lease. Anything that fails boots the node cold instead (its overlay back on the base
-image), with the reason on stderr and in `<trial>/vm/start-<node>.json`.
+clock (stepped to the host's), the trial's MAC and a fresh DHCP lease, and one tar of the
+node's own files made on the host (`node_files`): the seed disk's (root's authorized key,
+hostname, /etc/hosts, cluster-info), a new SSH host key and machine-id, and entropy (host
+bytes, then an immediate kernel reseed: every clone starts with the template's RNG state).
+Anything that fails boots the node cold instead (its overlay back on the base image), with
+the reason on stderr and in `<trial>/vm/start-<node>.json`.
 
 `HARNESS_VM_START=cold` (or a node's `vm_start = "cold"` in task.toml) boots cold.
 """
@@ -32,12 +33,16 @@ import base64
 import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import os
+import secrets
 import shutil
 import struct
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -61,7 +66,8 @@ MAKE_DISKS = Path(__file__).resolve().parent / "terraform" / "files" / "make-dis
 RESEED_CRNG = (r"""perl -e 'open(my $f, ">", "/dev/urandom") or die "$!"; """
                r"""ioctl($f, 0x5207, 0) or die "reseed: $!"'""")
 FIXUP = r"""set -eu
-mac=$1 ip=$2
+mac=$1 ip=$2 now=$3
+date -u -s "@$now" >/dev/null  # the clock first: the guest woke with the template's time
 step() { read -r up _ < /proc/uptime; echo "$1 $up"; }
 step begin
 for dev in /sys/class/net/*; do
@@ -72,17 +78,18 @@ for dev in /sys/class/net/*; do
     networkctl reconfigure "$name"
 done
 step network
-# every clone has the template's RNG state: mix in the host's bytes (stdin), then make the
-# kernel reseed at once (RNDRESEEDCRNG) before anything draws a key from it
-cat > /dev/urandom
-""" + RESEED_CRNG + r"""
+# stdin: this node's files (`node_files`): the seed disk's, a host key, a machine-id and
+# the host's entropy
 rm -f /etc/ssh/ssh_host_*
-od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > /etc/machine-id
-echo >> /etc/machine-id
-blockdev --flushbufs /dev/vdb
+tar -x -C / -f -
+# every clone has the template's RNG state: mix in the host's bytes, then make the kernel
+# reseed at once (RNDRESEEDCRNG) before anything draws a key from it
+cat /run/harness-fixup/entropy > /dev/urandom
+rm -rf /run/harness-fixup
+""" + RESEED_CRNG + r"""
+hostname -F /etc/hostname
+blockdev --flushbufs /dev/vdb  # the template's seed disk may still be in the page cache
 step identity
-/usr/local/sbin/harness-seed  # also the new host key: sshd reads it at each connection
-step seed
 for _ in $(seq 1 200); do
     if ip -4 -o addr show | grep -q " inet $ip/"; then step lease; exit 0; fi
     sleep 0.1
@@ -324,6 +331,68 @@ def write_save_image(src: Path, dest: Path, xml: str) -> None:
                 offset += sent
 
 
+def _disk_files(conn, xml: str) -> list[Path]:
+    """The domain's disk files in order (root overlay, seed disk, data disks); a disk
+    given as a pool's volume is looked up in its pool."""
+    files = []
+    for disk in ET.fromstring(xml).find("devices").findall("disk"):
+        src = disk.find("source")
+        if disk.get("device", "disk") != "disk" or src is None:
+            continue
+        if src.get("volume"):
+            pool = conn.storagePoolLookupByName(src.get("pool"))
+            files.append(Path(pool.storageVolLookupByName(src.get("volume")).path()))
+        else:
+            files.append(Path(src.get("file", "")))
+    return files
+
+
+def node_files(seed_image: Path) -> bytes:
+    """A tar (paths from /) of what makes a restored clone this node: the seed disk's files
+    where the image's `harness-seed` puts them at boot (root's authorized_keys, hostname,
+    /etc/hosts, /etc/harness/), a new SSH host key and machine-id, and the host's entropy
+    for the fix-up to mix in. Made on the host, where a key pair takes no time; the seed
+    disk stays the source (a reboot applies it again)."""
+    entries: list[tuple[str, bytes | None, int]] = [("root/.ssh", None, 0o700)]
+    with tempfile.TemporaryDirectory(prefix="hx-seed-") as tmp:
+        seed = Path(tmp) / "seed"
+        seed.mkdir()
+        _run(["debugfs", "-R", f"rdump / {seed}", str(seed_image)])
+        for name, dest, mode in (("authorized_keys", "root/.ssh/authorized_keys", 0o600),
+                                 ("hostname", "etc/hostname", 0o644),
+                                 ("hosts", "etc/hosts", 0o644)):
+            if (seed / name).is_file():
+                entries.append((dest, (seed / name).read_bytes(), mode))
+        if (seed / "harness").is_dir():
+            entries.append(("etc/harness", None, 0o755))
+            entries += [(f"etc/harness/{f.name}", f.read_bytes(), 0o644)
+                        for f in sorted((seed / "harness").iterdir()) if f.is_file()]
+        key = Path(tmp) / "key"
+        hostname = (seed / "hostname").read_text().strip() if (seed / "hostname").is_file() \
+            else "node"
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{hostname}",
+              "-f", str(key)])
+        entries += [("etc/ssh/ssh_host_ed25519_key", key.read_bytes(), 0o600),
+                    ("etc/ssh/ssh_host_ed25519_key.pub", key.with_suffix(".pub").read_bytes(),
+                     0o644)]
+    entries += [("etc/machine-id", (secrets.token_hex(16) + "\n").encode(), 0o444),
+                ("run/harness-fixup", None, 0o700),
+                ("run/harness-fixup/entropy", os.urandom(512), 0o600)]
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.mode, info.mtime, info.uname, info.gname = mode, now, "root", "root"
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 def restore(conn, dom, xml: str, template: Path, overlay: Path, mac: str, ip: str,
             timeout: float) -> dict:
     """Restore `dom` (its domain XML `xml`) from `template` onto a fresh overlay; fix the
@@ -331,6 +400,10 @@ def restore(conn, dom, xml: str, template: Path, overlay: Path, mac: str, ip: st
     import libvirt
 
     t0 = time.monotonic()
+    disks = _disk_files(conn, xml)
+    if len(disks) < 2 or not disks[1].is_file():
+        raise SnapshotError(f"no seed disk among the domain's disks {[str(d) for d in disks]}")
+    files = node_files(disks[1])
     _overlay_on(template / DISK, overlay)
     save = overlay.with_suffix(".save")
     try:
@@ -346,10 +419,9 @@ def restore(conn, dom, xml: str, template: Path, overlay: Path, mac: str, ip: st
     dom = conn.lookupByName(dom.name())
     deadline = restored + timeout
     _wait_agent(dom, deadline)
-    _agent(dom, "guest-set-time", {"time": time.time_ns()})
     agent = time.monotonic()
-    rc, out, err = guest_exec(dom, ["/bin/sh", "-c", FIXUP, "hx-fixup", mac, ip], deadline,
-                              stdin=os.urandom(512))
+    rc, out, err = guest_exec(dom, ["/bin/sh", "-c", FIXUP, "hx-fixup", mac, ip,
+                                    f"{time.time():.6f}"], deadline, stdin=files)
     if rc != 0:
         raise SnapshotError(f"guest fix-up exited {rc}: {err.strip()[-500:]}")
     done = time.monotonic()

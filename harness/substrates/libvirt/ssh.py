@@ -115,6 +115,13 @@ def _control_path_or_none(host: str, key: Path, user: str = "root",
         return None
 
 
+def ansible_args(host: str, key: Path, user: str = "root", port: int = 22) -> str:
+    """`ansible_ssh_common_args` for a node: Ansible's ssh goes through the node's master
+    (the harness's, when it listens; else Ansible's own ssh becomes the master there)."""
+    path = _control_path_or_none(host, key, user, port)
+    return ANSIBLE_SSH_ARGS + (f" -o ControlPath={path}" if path is not None else "")
+
+
 def _listening(path: Path) -> bool:
     """Whether a master answers on `path`; a stale socket (its master was killed) is removed."""
     if not path.exists():
@@ -305,9 +312,11 @@ async def port_open(host: str, port: int = 22, timeout: float = 1.0) -> bool:
 
 
 async def wait_ready(host: str, key: Path, timeout: float, cmd: str = "true",
-                     user: str = "root", port: int = 22) -> float:
+                     user: str = "root", port: int = 22, master: bool = False) -> float:
     """Poll until `cmd` succeeds over SSH; return the seconds it took. A booting guest is
-    polled with cheap TCP connects (every 0.2 s) until sshd listens, then with SSH."""
+    polled with cheap TCP connects (every 0.2 s) until sshd listens, then with SSH. With
+    `master`, the node's multiplexing master is started by that first login and kept (the
+    commands and Ansible runs that follow skip a key exchange on the guest: `ansible_args`)."""
     started = time.monotonic()
     last = ""
     while time.monotonic() - started < timeout:
@@ -315,6 +324,8 @@ async def wait_ready(host: str, key: Path, timeout: float, cmd: str = "true",
             last = f"port {port} of {host} not open yet"
             await asyncio.sleep(0.2)
             continue
+        if master:
+            await _ensure_master(host, key, user, port)
         result = await probe(host, key, cmd, user=user, port=port)
         if result.ok:
             return time.monotonic() - started
