@@ -88,3 +88,36 @@ def test_a_task_storage_beyond_the_image_grows_the_root_disk_and_boots_cold(tmp_
     assert "root_mb" not in got[1] and "start" not in got[1]
     env.model_fields_set = set()  # the default storage_mb is not the task's ask
     assert all("root_mb" not in n for n in sub._task_nodes(s))
+
+
+def test_a_power_status_keeps_the_nodes_ssh_master_and_an_action_closes_it(monkeypatch):
+    """The integrity checks ask every node's power status before their commands: that
+    must not cost the node's SSH master (a new key exchange on a slow guest); a power
+    action must close it (the node may go down under it)."""
+    import asyncio
+
+    from harness.substrates.base import Node
+    from harness.substrates.libvirt import host, ssh
+
+    closed, asked = [], []
+    monkeypatch.setattr(ssh, "close_master", lambda h, key: closed.append(h))
+    monkeypatch.setattr(host, "power", lambda uri, dom, action: asked.append(action) or "on")
+    sub = LibvirtSubstrate(domain_type="qemu")
+    vm = Node(name="node1", host="10.0.0.10", cluster_ip="10.0.0.10", primary=True,
+              extra={"domain": "hx-t-node1", "ssh_key": "/tmp/k"})
+    assert asyncio.run(sub.power(vm, "status")) == "on" and closed == []
+    asyncio.run(sub.power(vm, "cycle"))
+    assert closed == ["10.0.0.10"] and asked == ["status", "cycle"]
+
+
+def test_the_planned_outputs_are_the_modules(tmp_path):
+    """Ansible starts during apply on the inventory made from `planned_outputs`; it is
+    the inventory apply's outputs give (terraform/outputs.tf), or the early run is lost."""
+    sub = LibvirtClusterSubstrate(domain_type="qemu")
+    tf_vars = {"trial_id": "t-1", "cidr": "10.7.0.0/24", "bridge_name": "hx-abc",
+               "console_log_dir": "/r/vm",
+               "nodes": [{"name": "a"}, {"name": "b", "ip": "10.7.0.99"}]}
+    assert sub.planned_outputs(tf_vars) == {
+        "nodes": {"a": "10.7.0.10", "b": "10.7.0.99"},
+        "console_logs": {"a": "/r/vm/hx-t-1-a-console.log", "b": "/r/vm/hx-t-1-b-console.log"},
+        "network": {"name": "hx-t-1", "bridge": "hx-abc", "cidr": "10.7.0.0/24"}}

@@ -249,7 +249,8 @@ class BaremetalSubstrate(Substrate):
             creds = pool.bmc_credentials(m) if m.bmc else None
         if not creds:
             raise SubstrateError(self.name, f"machine {machine} has no BMC")
-        ssh.close_master(node.host, Path(node.extra["ssh_key"]))
+        if action != "status":  # (a status asks nothing of the node's connection)
+            ssh.close_master(node.host, Path(node.extra["ssh_key"]))
         return await asyncio.to_thread(ipmi.power, creds, action)
 
     async def reboot(self, node: Node) -> None:

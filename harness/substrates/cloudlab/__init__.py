@@ -199,7 +199,8 @@ class CloudlabSubstrate(BaremetalSubstrate):
 
     async def power(self, node: Node, action: str) -> str:
         """Through the portal's node operations (start, stop, powercycle, reboot)."""
-        ssh.close_master(node.host, Path(node.extra["ssh_key"]))
+        if action != "status":  # (a status asks nothing of the node's connection)
+            ssh.close_master(node.host, Path(node.extra["ssh_key"]))
         return await asyncio.to_thread(self.client().power, node.extra["pool"],
                                        node.extra["machine"], action)
 

@@ -368,7 +368,8 @@ class LibvirtSubstrate(Substrate):
 
     async def power(self, node: Node, action: str) -> str:
         """Through the node's virtual BMC (real IPMI) when it has one, else libvirt."""
-        ssh.close_master(node.host, Path(node.extra["ssh_key"]))
+        if action != "status":  # (a status asks nothing of the node's connection)
+            ssh.close_master(node.host, Path(node.extra["ssh_key"]))
         if node.extra.get("bmc"):
             try:
                 return await asyncio.wait_for(
