@@ -113,11 +113,13 @@ def main() -> None:
             cold, _ = harness_to_agent(task_dir, work, "cold")
             snap, timings = harness_to_agent(task_dir, work, "snapshot")
             rows.append((raw, raw_n, cold, snap))
-            both = f" / {args.nodes} at once {raw_n:6.1f}s" if args.nodes > 1 else ""
-            print(f"run {n + 1}: raw qemu boot->ssh 1 VM {raw:6.1f}s{both}   harness cold "
-                  f"{cold:6.1f}s (ratio {cold / raw_n:4.2f})   harness snapshot {snap:6.1f}s "
-                  f"(ratio {snap / raw:4.2f} of 1 VM, {snap / raw_n:4.2f} of {args.nodes})   "
-                  f"snapshot timings {timings}")
+            several = args.nodes > 1
+            print(f"run {n + 1}: raw qemu boot->ssh 1 VM {raw:6.1f}s"
+                  + (f" / {args.nodes} at once {raw_n:6.1f}s" if several else "")
+                  + f"   harness cold {cold:6.1f}s (ratio {cold / raw_n:4.2f})   harness "
+                  f"snapshot {snap:6.1f}s (ratio {snap / raw:4.2f} of 1 VM"
+                  + (f", {snap / raw_n:4.2f} of {args.nodes}" if several else "")
+                  + f")   snapshot timings {timings}")
     raw, raw_n, cold, snap = (sum(r[i] for r in rows) / len(rows) for i in range(4))
     print(f"\nmean over {len(rows)} runs, {args.nodes} node(s): raw 1 VM {raw:.1f}s"
           + (f", raw {args.nodes} VMs at once {raw_n:.1f}s" if args.nodes > 1 else "")
