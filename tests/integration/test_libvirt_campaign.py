@@ -1,7 +1,8 @@
-"""A VM campaign through the CLI (markers: libvirt, slow): the 3-node seed task
-vm-route-blackhole with the oracle and nop agents at concurrency 2, admitted by the host
-capacity pool (memory and cores); plan creates nothing, apply runs both, a second apply
-re-runs nothing, and no domain, network, pool, disk or bridge of the campaign remains."""
+"""A VM campaign through the CLI (markers: libvirt, slow): the 3-node seed tasks
+vm-route-blackhole and vm-etcd-member-loss (a BMC on node2) with the oracle and nop agents
+at concurrency 2, admitted by the host capacity pool (memory and cores); plan creates
+nothing, apply runs all four (oracle 1.0, nop < 0.5), a second apply re-runs nothing, and
+no domain, network, pool, disk, bridge or BMC of the campaign remains."""
 
 from __future__ import annotations
 
@@ -20,35 +21,40 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.slow,
                                  reason=str(libvirt_unavailable()))]
 
 NAME = "pytest-vm-campaign"
+TASKS = {"vm-route-blackhole": "node2 catalog API reachable from node0",
+         "vm-etcd-member-loss": "dead member node2 removed from the membership (node0 and "
+                                "node1 only)"}
 
 
 def test_three_node_vm_campaign_oracle_and_nop(tmp_path):
     camp = tmp_path / "c.yaml"
     camp.write_text(yaml.safe_dump({
-        "name": NAME, "tasks": [str(REPO / "tasks" / "vm-route-blackhole")],
+        "name": NAME, "tasks": [str(REPO / "tasks" / t) for t in TASKS],
         "agents": [{"name": "oracle"}, {"name": "nop"}], "attempts": 1, "concurrency": 2}))
     run_dir = tmp_path / "run"
     sub = get_substrate("vm-cluster")
     try:
         plan = json.loads(cli("campaign", "plan", str(camp), "--out", str(run_dir),
                               "--json").stdout)
-        assert plan["trials"] == 2 and plan["states"] == {"pending": 2}
+        assert plan["trials"] == 4 and plan["states"] == {"pending": 4}
         assert sub.leftovers(campaign=NAME) == [], "plan must create nothing"
         res = cli("campaign", "apply", str(run_dir), "--json", timeout=1800)
         assert res.returncode == 0, res.stderr[-2000:]
         recs = {p.parent.name: json.loads(p.read_text())
                 for p in (run_dir / "trials").glob("*/result.json")}
-        assert len(recs) == 2
+        assert len(recs) == 4
         for r in recs.values():
-            nodes = {c["name"] for c in r["checks"]}
-            assert "node2 catalog API reachable from node0" in nodes, r["checks"]
-            if r["agent"]["name"] == "oracle":
-                assert (r["status"], r["reward"]) == ("passed", 1.0), r["error"]
+            task, agent = r["task"]["name"], r["agent"]["name"]
+            took = sum(t["seconds"] for t in r["timings"].values())
+            print(f"{task} {agent}: reward {r['reward']} in {took:.0f}s")
+            assert TASKS[task] in {c["name"] for c in r["checks"]}, r["checks"]
+            if agent == "oracle":
+                assert (r["status"], r["reward"]) == ("passed", 1.0), (task, r["error"])
             else:
-                assert r["status"] == "failed" and r["reward"] < 0.5, r["error"]
+                assert r["status"] == "failed" and r["reward"] < 0.5, (task, r["error"])
             assert r["leaks"] == []
         again = json.loads(cli("campaign", "apply", str(run_dir), "--json").stdout)
-        assert again["kept"] == 2 and again["ran"] == 0
+        assert again["kept"] == 4 and again["ran"] == 0
     finally:
         cli("gc", "--campaign", NAME)
     assert sub.leftovers(campaign=NAME) == []

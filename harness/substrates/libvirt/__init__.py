@@ -262,9 +262,12 @@ class LibvirtSubstrate(Substrate):
             "start_timeout": max(300, int(self.boot_timeout)),
         }
 
-    def planned_outputs(self, tf_vars: dict[str, Any]) -> dict[str, Any]:
+    def planned_outputs(self, tf_vars: dict[str, Any]) -> dict[str, Any] | None:
         """The outputs apply will produce (`terraform/outputs.tf`): addresses are fixed
-        (`ip`, else the 10th host of the trial network on), and so are the log paths."""
+        (`ip`, else the 10th host of the trial network on), and so are the log paths. None
+        with BMC nodes: a BMC's port is picked when it starts, and the inventory names it."""
+        if tf_vars.get("bmc_nodes"):
+            return None
         net = ipaddress.ip_network(tf_vars["cidr"])
         prefix = f"hx-{tf_vars['trial_id']}"
         nodes = tf_vars["nodes"]
