@@ -77,8 +77,12 @@ def wait_second_busy_after_a_finish(run_dir: Path, url: str, timeout: float = 30
                 started = {e["trial"] for e in j[done[0]:] if e["event"] == "started"
                            and e.get("host") == "second"}
                 running = started - {e["trial"] for e in j if e["event"] == "finished"}
-                there = {c.labels.get("harness.trial") for c in client.containers.list(
-                    all=True, filters={"label": "harness.campaign=pytest-twohosts"})}
+                # sparse: the list's own labels (a full list inspects each container, and
+                # one removed in between answers 404)
+                there = {(c.attrs.get("Labels") or {}).get("harness.trial")
+                         for c in client.containers.list(
+                             all=True, sparse=True,
+                             filters={"label": "harness.campaign=pytest-twohosts"})}
                 if running & there:
                     return
             time.sleep(0.2)

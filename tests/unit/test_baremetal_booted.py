@@ -92,3 +92,19 @@ def test_a_failed_restore_boots_and_drop_removes_the_save(tmp_path, base, capsys
     assert dom.created == 1 and "booting instead" in capsys.readouterr().out
     booted.drop(tmp_path, "node0")
     assert not any(p.exists() for p in booted.files(tmp_path, "node0").values())
+
+
+def test_a_new_pool_keeps_off_the_bmc_ports_of_the_other_pools(tmp_path, monkeypatch):
+    """Two emulated pools live at once in CI: a BMC VM-channel port one pool keeps in its
+    config is never chosen by another, running or not (its QEMU would reach the wrong BMC)."""
+    from harness.substrates.baremetal import emulate
+
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
+    for pool, port in (("a", 17123), ("b", 17456)):
+        conf = tmp_path / "secrets" / "pools" / pool / "node0.lan.conf"
+        conf.parent.mkdir(parents=True)
+        conf.write_text(f"  serial 15 127.0.0.1 {port} codec VM\n  user 2 true x y\n")
+    assert emulate._ports_of_other_pools("a") == {17456}
+    assert emulate._ports_of_other_pools("c") == {17123, 17456}
+    taken = emulate._ports_of_other_pools("c")
+    assert emulate.free_tcp_port(123, taken) not in {17123, 17456}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import ipaddress
 import os
@@ -115,7 +116,7 @@ def emulate(name: str, nodes: int = 3, memory_mb: int = 512, log=print) -> Pool:
                                    (bridges(name)[1], mgmt_net, mgmt_ip)):
             leases = {mac(name, n, 0 if net is data_net else 1): a for n, a in addrs.items()}
             _ensure_network(conn, bridge, net, leases)
-        taken: set[int] = set()
+        taken = _ports_of_other_pools(name)
         fresh: list[str] = []
         for node in names:
             files = machine_files(name, node)
@@ -180,6 +181,22 @@ def save_first_boot(pool: Pool, node: str, log=print) -> None:
     if saved:
         log(f"pool {pool.name}: {node} saved after its first boot (and restored) in "
             f"{time.monotonic() - started:.0f}s")
+
+
+def _ports_of_other_pools(name: str) -> set[int]:
+    """The VM-channel ports the BMCs of every other emulated pool keep in their configs: a
+    port is checked free when chosen, but another pool's BMC that is not running at that
+    moment (being restarted) would lose it, and its machine's QEMU would then reach this
+    pool's BMC."""
+    ports: set[int] = set()
+    for conf in (harness_home() / "secrets" / "pools").glob("*/*.lan.conf"):
+        if conf.parent.name == name:
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in conf.read_text().splitlines():
+                if line.strip().startswith("serial 15 "):
+                    ports.add(int(line.split()[3]))
+    return ports
 
 
 def _serial_port(name: str, node: str, taken: set[int]) -> int:
