@@ -103,17 +103,17 @@ def main() -> None:
         warm, _ = harness_to_agent(task_dir, work, "snapshot")
         print(f"warm-up (builds the snapshot when missing): harness apply->agent {warm:.1f}s")
         accel = "kvm" if detect_domain_type() == "kvm" else "tcg"
+        several = args.nodes > 1
         for n in range(args.runs):
             try:
                 raw = raw_boot_to_ssh(work / f"raw{n}", accel=accel)
                 raw_n = raw_cluster_boot_to_ssh(work / f"rawn{n}", args.nodes, accel=accel) \
-                    if args.nodes > 1 else raw
+                    if several else raw
             except SubstrateError as exc:
                 raise SystemExit(exc.message) from exc
             cold, _ = harness_to_agent(task_dir, work, "cold")
             snap, timings = harness_to_agent(task_dir, work, "snapshot")
             rows.append((raw, raw_n, cold, snap))
-            several = args.nodes > 1
             print(f"run {n + 1}: raw qemu boot->ssh 1 VM {raw:6.1f}s"
                   + (f" / {args.nodes} at once {raw_n:6.1f}s" if several else "")
                   + f"   harness cold {cold:6.1f}s (ratio {cold / raw_n:4.2f})   harness "
@@ -122,10 +122,10 @@ def main() -> None:
                   + f")   snapshot timings {timings}")
     raw, raw_n, cold, snap = (sum(r[i] for r in rows) / len(rows) for i in range(4))
     print(f"\nmean over {len(rows)} runs, {args.nodes} node(s): raw 1 VM {raw:.1f}s"
-          + (f", raw {args.nodes} VMs at once {raw_n:.1f}s" if args.nodes > 1 else "")
+          + (f", raw {args.nodes} VMs at once {raw_n:.1f}s" if several else "")
           + f"  cold {cold:.1f}s (ratio {cold / raw_n:.2f})  snapshot {snap:.1f}s (ratio "
-          f"{snap / raw:.2f} of 1 VM" + (f", {snap / raw_n:.2f} of {args.nodes} VMs"
-                                         if args.nodes > 1 else "")
+          f"{snap / raw:.2f} of 1 VM"
+          + (f", {snap / raw_n:.2f} of {args.nodes} VMs" if several else "")
           + "; target <= 0.25)")
 
 

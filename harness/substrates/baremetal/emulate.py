@@ -188,25 +188,25 @@ def _ports_of_other_pools(name: str) -> set[int]:
     port is checked free when chosen, but another pool's BMC that is not running at that
     moment (being restarted) would lose it, and its machine's QEMU would then reach this
     pool's BMC."""
-    ports: set[int] = set()
-    for conf in (harness_home() / "secrets" / "pools").glob("*/*.lan.conf"):
-        if conf.parent.name == name:
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            for line in conf.read_text().splitlines():
-                if line.strip().startswith("serial 15 "):
-                    ports.add(int(line.split()[3]))
-    return ports
+    return {port for conf in (harness_home() / "secrets" / "pools").glob("*/*.lan.conf")
+            if conf.parent.name != name and (port := _kept_port(conf)) is not None}
+
+
+def _kept_port(conf: Path) -> int | None:
+    """The VM-channel port a BMC config keeps (its `serial 15` line), if any."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in conf.read_text().splitlines():
+            if line.strip().startswith("serial 15 "):
+                return int(line.split()[3])
+    return None
 
 
 def _serial_port(name: str, node: str, taken: set[int]) -> int:
     """The BMC's VM-channel port of a machine, kept in its BMC config once chosen."""
-    conf = machine_files(name, node)["conf"]
-    if conf.exists():
-        for line in conf.read_text().splitlines():
-            if line.strip().startswith("serial 15 "):
-                taken.add(int(line.split()[3]))
-                return int(line.split()[3])
+    kept = _kept_port(machine_files(name, node)["conf"])
+    if kept is not None:
+        taken.add(kept)
+        return kept
     seed = int(hashlib.sha256(f"{name}/{node}".encode()).hexdigest(), 16) % 997
     return free_tcp_port(seed, taken)
 

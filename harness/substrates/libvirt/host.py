@@ -101,10 +101,15 @@ def _matches(name: str, prefixes: list[str]) -> bool:
     return any(name == p or name.startswith(p + "-") for p in prefixes)
 
 
-def _domain_disks(conn, dom) -> list[str]:
-    """Paths of a domain's file and pool-volume disks."""
+def disk_paths(conn, xml: str, device: str | None = None) -> list[str]:
+    """Paths of a domain's file and pool-volume disks, in the order of its XML (only the
+    `<disk device=...>` kind `device` when given; a volume its pool cannot find is left
+    out)."""
     paths = []
-    for src in ET.fromstring(dom.XMLDesc(0)).iterfind("./devices/disk/source"):
+    for disk in ET.fromstring(xml).iterfind("./devices/disk"):
+        src = disk.find("source")
+        if src is None or (device and disk.get("device", "disk") != device):
+            continue
         if src.get("file"):
             paths.append(src.get("file"))
         elif src.get("pool") and src.get("volume"):
@@ -112,6 +117,11 @@ def _domain_disks(conn, dom) -> list[str]:
                 pool = conn.storagePoolLookupByName(src.get("pool"))
                 paths.append(pool.storageVolLookupByName(src.get("volume")).path())
     return paths
+
+
+def _domain_disks(conn, dom) -> list[str]:
+    """Paths of a domain's file and pool-volume disks."""
+    return disk_paths(conn, dom.XMLDesc(0))
 
 
 def _fields(dom) -> dict[str, str]:

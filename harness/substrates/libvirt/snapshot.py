@@ -331,22 +331,6 @@ def write_save_image(src: Path, dest: Path, xml: str) -> None:
                 offset += sent
 
 
-def _disk_files(conn, xml: str) -> list[Path]:
-    """The domain's disk files in order (root overlay, seed disk, data disks); a disk
-    given as a pool's volume is looked up in its pool."""
-    files = []
-    for disk in ET.fromstring(xml).find("devices").findall("disk"):
-        src = disk.find("source")
-        if disk.get("device", "disk") != "disk" or src is None:
-            continue
-        if src.get("volume"):
-            pool = conn.storagePoolLookupByName(src.get("pool"))
-            files.append(Path(pool.storageVolLookupByName(src.get("volume")).path()))
-        else:
-            files.append(Path(src.get("file", "")))
-    return files
-
-
 def node_files(seed_image: Path) -> bytes:
     """A tar (paths from /) of what makes a restored clone this node: the seed disk's files
     where the image's `harness-seed` puts them at boot (root's authorized_keys, hostname,
@@ -400,10 +384,10 @@ def restore(conn, dom, xml: str, template: Path, overlay: Path, mac: str, ip: st
     import libvirt
 
     t0 = time.monotonic()
-    disks = _disk_files(conn, xml)
-    if len(disks) < 2 or not disks[1].is_file():
-        raise SnapshotError(f"no seed disk among the domain's disks {[str(d) for d in disks]}")
-    files = node_files(disks[1])
+    disks = host.disk_paths(conn, xml, device="disk")  # root overlay, seed disk, data disks
+    if len(disks) < 2 or not Path(disks[1]).is_file():
+        raise SnapshotError(f"no seed disk among the domain's disks {disks}")
+    files = node_files(Path(disks[1]))
     _overlay_on(template / DISK, overlay)
     save = overlay.with_suffix(".save")
     try:
