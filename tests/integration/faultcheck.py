@@ -80,7 +80,8 @@ async def inject_verify_heal_twice(kept: Path, fault: str, targets, params: dict
     again = await s.heal(rec)
     assert not any(again.values()), "a second heal must undo nothing"
     assert rec.states == dict.fromkeys(rec.hosts, "healed")
-    assert await s.remaining() == {}
+    left = await s.remaining()
+    assert left == {}, left
     ops = [json.loads(x)["op"] for x in s.ledger.path.read_text().splitlines()
            if json.loads(x).get("id", json.loads(x).get("record", {}).get("id")) == rec.id]
     assert ops == ["inject", "injected", "healed", "healed"]

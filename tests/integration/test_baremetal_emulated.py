@@ -301,7 +301,8 @@ def test_l1_faults_act_through_the_bmcs_of_a_kept_trial(pool_name, tmp_path):
             assert {h: st for h, (st, _) in (await s.verify(rec)).items()} == \
                 {"node1": "healed"}
             assert (await on_fault_node(s, "node0", "ping -c1 -W2 node1")).ok
-            assert await s.remaining() == {}
+            left = await s.remaining()
+            assert left == {}, left
 
         asyncio.run(nic_down())
         # power faults last (as on VMs): a power cycle restarts everything on the node

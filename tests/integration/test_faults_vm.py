@@ -178,7 +178,8 @@ def test_nic_down_cuts_the_node_and_the_dead_man_switch_heals_it(kept):
             await asyncio.sleep(3)
         assert states == {"node1": "healed"}, states
         assert not any((await s.heal(rec)).values()), "the dead-man switch healed it already"
-        assert await s.remaining() == {}
+        left = await s.remaining()
+        assert left == {}, left
 
     asyncio.run(go())
 

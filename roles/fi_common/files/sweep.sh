@@ -82,4 +82,6 @@ for m in $(findmnt -rn -o TARGET,FSTYPE | awk '$2 !~ /^(proc|sysfs|cgroup2?|devp
     echo "$verb fill file $f"
   done < <(find "$m" -xdev -maxdepth 4 -name 'hx-fill-*' -type f 2>/dev/null)
 done
+# removals on disk now: a hard power-off right after must not bring them back
+[ "$mode" = list ] || sync
 exit 0
