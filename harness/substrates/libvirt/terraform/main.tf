@@ -52,7 +52,9 @@ resource "libvirt_network" "this" {
   }
 
   xml {
-    xslt = file("${path.module}/files/network.xsl")
+    xslt = templatefile("${path.module}/files/network.xsl.tftpl", {
+      hosts = [for name, n in local.nodes : { mac = n.mac, name = name, ip = n.ip }]
+    })
   }
 }
 
@@ -131,11 +133,9 @@ resource "libvirt_domain" "this" {
     }
   }
 
-  network_interface {
+  network_interface { # (its DHCP host entry is in the network's definition)
     network_id = libvirt_network.this.id
-    hostname   = each.key
     mac        = each.value.mac
-    addresses  = [each.value.ip]
   }
 
   xml {
