@@ -38,7 +38,7 @@ from harness.substrates.libvirt.snapshot import RESEED_CRNG
 
 RESTORE_WAIT_SEC = 120
 FIXUP = ("echo ready && read -r seed && read -r now && date -u -s \"@$now\" >/dev/null && "
-         "echo \"$seed\" | base64 -d > /dev/urandom && " + RESEED_CRNG)
+         "echo \"$seed\" | base64 -d | " + RESEED_CRNG)
 
 
 def files(pool_dir: Path, node: str) -> dict[str, Path]:

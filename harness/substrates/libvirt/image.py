@@ -61,10 +61,14 @@ REQUIRED_INITRD_MODULES = INITRD_MODULES
 ENABLE = ("systemd-networkd.service", "ssh.service", "harness-seed.service")
 DISABLE = ("etcd.service",)  # installed, started only by the tasks that configure it
 # qemu-guest-agent starts by udev once its virtio port appears (snapshot start fixes up a
-# restored guest through it: clock, identity, network)
+# restored guest through it: clock, identity, network). The periodic jobs are masked: a
+# daily timer is Persistent, and every node whose clock is stepped past the day of the
+# image's (or a snapshot's) last run would start it at once (dpkg-db-backup ran at every
+# snapshot start, beside the fix-up and the first logins, on the node's one vCPU).
 MASK = ("apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer", "e2scrub_all.timer",
-        "e2scrub_reap.service", "fstrim.timer", "systemd-networkd-wait-online.service",
-        "mdmonitor-oneshot.timer", "getty@tty1.service")
+        "e2scrub_reap.service", "fstrim.timer", "dpkg-db-backup.timer",
+        "systemd-networkd-wait-online.service", "mdmonitor-oneshot.timer",
+        "getty@tty1.service")
 # guest file -> (path in the rootfs, mode)
 FILES = {
     "harness-seed.sh": ("usr/local/sbin/harness-seed", 0o755),

@@ -60,12 +60,15 @@ RETRY_FAILED_SEC = 1800  # a key whose build failed boots cold this long before 
 HEADER = struct.Struct("<16s5I14I")
 SAVE_MAGIC = b"LibvirtQemudSave"
 MAKE_DISKS = Path(__file__).resolve().parent / "terraform" / "files" / "make-disks.sh"
-# A restored guest wakes with the RNG state of its save: once the host's bytes are written
-# to /dev/urandom, this makes the kernel reseed its CRNG from them at once (RNDRESEEDCRNG)
-# (also the bare-metal reimage's fix-up, `baremetal.booted.FIXUP`).
-RESEED_CRNG = (r"""perl -e 'open(my $f, ">", "/dev/urandom") or die "$!"; """
+# A restored guest wakes with the RNG state of its save: this writes the host's bytes (its
+# stdin) to /dev/urandom, then makes the kernel reseed its CRNG from them at once
+# (RNDRESEEDCRNG) (also the bare-metal reimage's fix-up, `baremetal.booted.FIXUP`).
+RESEED_CRNG = (r"""perl -e 'local $/; my $b = <STDIN>; open(my $f, ">", "/dev/urandom") """
+               r"""or die "$!"; syswrite($f, $b) if length $b; """
                r"""ioctl($f, 0x5207, 0) or die "reseed: $!"'""")
 FIXUP = r"""set -eu
+# every process started costs a first translation on a TCG guest: shell builtins where
+# they do, one process per job
 mac=$1 ip=$2 now=$3
 date -u -s "@$now" >/dev/null  # the clock first: the guest woke with the template's time
 step() { read -r up _ < /proc/uptime; echo "$1 $up"; }
@@ -73,26 +76,26 @@ step begin
 for dev in /sys/class/net/*; do
     name=${dev##*/}
     case $name in en*|eth*) ;; *) continue ;; esac
-    ip link set dev "$name" address "$mac"
-    ip -4 addr flush dev "$name"
+    printf 'link set dev %s address %s\naddr flush dev %s\n' "$name" "$mac" "$name" | ip -b -
     networkctl reconfigure "$name"
 done
 step network
-# stdin: this node's files (`node_files`): the seed disk's, a host key, a machine-id and
-# the host's entropy
-rm -f /etc/ssh/ssh_host_*
+# stdin: this node's files (`node_files`): the seed disk's, an ed25519 host key (the
+# template's other host keys go), a machine-id and the host's entropy
 tar -x -C / -f -
 # every clone has the template's RNG state: mix in the host's bytes, then make the kernel
 # reseed at once (RNDRESEEDCRNG) before anything draws a key from it
-cat /run/harness-fixup/entropy > /dev/urandom
-rm -rf /run/harness-fixup
-""" + RESEED_CRNG + r"""
-hostname -F /etc/hostname
+""" + RESEED_CRNG + r""" < /run/harness-fixup/entropy
+rm -rf /run/harness-fixup /etc/ssh/ssh_host_rsa_key* /etc/ssh/ssh_host_ecdsa_key* \
+    /etc/ssh/ssh_host_dsa_key*
+read -r name < /etc/hostname && echo "$name" > /proc/sys/kernel/hostname
 blockdev --flushbufs /dev/vdb  # the template's seed disk may still be in the page cache
 step identity
-for _ in $(seq 1 200); do
-    if ip -4 -o addr show | grep -q " inet $ip/"; then step lease; exit 0; fi
+i=0
+while [ $i -lt 200 ]; do
+    if [ -n "$(ip -4 -o addr show to "$ip")" ]; then step lease; exit 0; fi
     sleep 0.1
+    i=$((i + 1))
 done
 echo "no DHCP lease for $ip after the restore" >&2
 exit 3
