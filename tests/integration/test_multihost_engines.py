@@ -1,5 +1,8 @@
 """Two hosts for real: a second harness Docker engine on this machine (its own socket, data
-root, bridge and subnet pool) stands in for a remote host. One campaign spreads over both;
+root, bridge and subnet pool) stands in for a remote host, reached as one would be: over
+`tcp://` with TLS client certificates (the SDK, the Terraform provider and Ansible's
+docker_api connection; a client without a certificate is refused). One campaign spreads
+over both;
 the second engine is killed mid-campaign: it is drained, its running trials are placed
 again on the first, the campaign finishes with oracle 1.0 / nop 0, `host` recorded, and
 nothing is left on either engine (the killed one swept with `gc --host` once it is back).
@@ -29,8 +32,11 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow,
                                  reason="a second Docker engine needs root and dockerd")]
 
 REPO = Path(__file__).resolve().parents[2]
-ENGINE = ["--name", "hxci2", "--bridge", "hxe-ci2", "--bridge-addr", "10.218.253.1/24"]
+TCP = "127.0.0.1:23762"
+ENGINE = ["--name", "hxci2", "--bridge", "hxe-ci2", "--bridge-addr", "10.218.253.1/24",
+          "--tcp", TCP]
 SOCKET = "unix:///run/harness/hxci2/docker.sock"
+TLS_DIR = Path("/etc/harness/hxci2-tls")
 POOL = "10.220.0.0/16"
 
 
@@ -92,10 +98,14 @@ def wait_second_busy_after_a_finish(run_dir: Path, url: str, timeout: float = 30
 
 
 def test_campaign_over_two_engines_survives_killing_one(tmp_path, second_engine):
+    with pytest.raises(docker.errors.DockerException, match="(?i)certificate|tls|ssl"):
+        docker.DockerClient(base_url=f"tcp://{TCP}", tls=docker.tls.TLSConfig(
+            ca_cert=str(TLS_DIR / "ca.pem"), verify=True), timeout=10).ping()
+    tls = {n: str(TLS_DIR / f"{n}.pem") for n in ("ca", "cert", "key")}
     hosts = [{"name": "local", "docker": os.environ.get("HARNESS_DOCKER_HOST",
                                                         "unix:///run/harness/docker.sock"),
               "capacity": {"cpus": 2, "memory_mb": 4096, "max_trials": {"docker": 1}}},
-             {"name": "second", "docker": {"url": second_engine, "pool": POOL},
+             {"name": "second", "docker": {"url": f"tcp://{TCP}", "tls": tls, "pool": POOL},
               "capacity": {"cpus": 2, "memory_mb": 4096, "max_trials": {"docker": 1}}}]
     camp = tmp_path / "c.yaml"
     camp.write_text(yaml.safe_dump({

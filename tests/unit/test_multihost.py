@@ -125,6 +125,41 @@ def test_second_engine_layout_collides_with_nothing_of_the_first():
         Engine.named("x", "br0", "10.0.0.1/24")
 
 
+def test_a_tcp_engine_is_reached_with_its_tls_files_by_every_client(tmp_path, monkeypatch):
+    from harness.substrates.docker.engine import tls
+
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))
+    d = tls.ensure_certs(tmp_path / "tls", ("127.0.0.1",))
+    assert {p.name for p in d.iterdir()} == {"ca.pem", "cert.pem", "key.pem",
+                                             "server-cert.pem", "server-key.pem"}
+    assert (d / "key.pem").stat().st_mode & 0o077 == 0
+    spec = {"name": "far", "capacity": {"cpus": 2, "memory_mb": 4096},
+            "docker": {"url": "tcp://127.0.0.1:23762", "tls": {
+                "ca": str(d / "ca.pem"), "cert": str(d / "cert.pem"),
+                "key": str(d / "server-key.pem")}}}
+    sub = DockerSubstrate().on_host(load_hosts([spec]).hosts[0])
+    cert_path = Path(sub.provider_config()["docker"]["cert_path"])
+    assert cert_path.parent == tmp_path / "home" / "tls"
+    assert {p.name: p.resolve() for p in cert_path.iterdir()} == {
+        "ca.pem": d / "ca.pem", "cert.pem": d / "cert.pem", "key.pem": d / "server-key.pem"}
+    assert all(p.is_symlink() for p in cert_path.iterdir()), "no key is copied"
+    spec["docker"]["tls"]["key"] = str(d / "key.pem")
+    sub = DockerSubstrate().on_host(load_hosts([spec]).hosts[0])
+    assert sub.provider_config()["docker"] == {"host": "tcp://127.0.0.1:23762",
+                                              "cert_path": str(d)}
+    inv = sub.inventory(SimpleNamespace(trial_id="t"), [])["all"]["vars"]
+    assert inv["ansible_docker_tls"] and inv["ansible_docker_validate_certs"]
+    assert inv["ansible_docker_client_key"] == str(d / "key.pem")
+    assert "--tlscert" in sub.login_hint(SimpleNamespace(host="hx-t-node0"))
+    spec["docker"]["tls"]["ca"] = str(tmp_path / "gone.pem")
+    with pytest.raises(InputError, match=r"TLS file .*gone\.pem not found"):
+        DockerSubstrate().on_host(load_hosts([spec]).hosts[0])
+    eng = Engine.named("hxt", "hxe-t", "10.218.252.1/24", tcp="127.0.0.1:23762")
+    cfg = daemon_config(eng)
+    assert cfg["hosts"][1] == "tcp://127.0.0.1:23762" and cfg["tlsverify"] is True
+    assert cfg["tlskey"] == "/etc/harness/hxt-tls/server-key.pem"
+
+
 def test_libvirt_binds_to_this_machine_over_ssh_and_refuses_another():
     from harness.substrates.libvirt import LibvirtSubstrate
 

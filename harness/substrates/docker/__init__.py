@@ -25,7 +25,8 @@ from harness.substrates import egress, firewall
 from harness.substrates.base import SETUP, ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import base_image, doctor, engine, garbage, network
-from harness.substrates.docker.endpoint import DockerEndpoint
+from harness.substrates.docker.attach import exec_with_stdin
+from harness.substrates.docker.endpoint import DockerEndpoint, TLSFiles
 from harness.substrates.docker.image import base_refs, image_tag, ship, task_image
 from harness.substrates.docker.render import bridge_name, render_vars
 from harness.substrates.docker.settings import DockerSettings
@@ -51,13 +52,15 @@ class DockerSubstrate(Substrate):
 
     def __init__(self, name: str = "docker", settings: Settings | None = None,
                  host: str | None = None, pool: str | None = None,
-                 builder: DockerSubstrate | None = None, host_name: str = ""):
+                 builder: DockerSubstrate | None = None, host_name: str = "",
+                 tls: TLSFiles | None = None):
         self.settings = settings or load_settings()
         self.config: DockerSettings = self.settings.substrate(self.name, DockerSettings)
         if pool:
             self.config = self.config.model_copy(update={"pool": pool})
         self.host = host or engine.docker_host(self.config.host)
         self.host_name = host_name
+        self.tls = tls
         self.builder = builder
         self._client = None
 
@@ -67,23 +70,29 @@ class DockerSubstrate(Substrate):
 
     def on_host(self, host) -> DockerSubstrate:
         """Bound to the host's engine (`docker` in the hosts file); images are built on this
-        (the controller's) engine and loaded onto another one on first use."""
+        (the controller's) engine and loaded onto another one on first use. A `tcp://`
+        engine is reached with the host's TLS client files by the SDK, the Terraform
+        provider (`cert_path`) and Ansible's docker_api connection alike."""
         ep = host.docker
         if ep is None:
             raise InputError(f"host {host.name} has no docker endpoint", key="hosts")
         if ep.tls is not None:
-            raise InputError(f"host {host.name}: tcp:// with TLS is not wired yet; use ssh://",
-                             key=f"hosts[{host.name}].docker")
+            missing = [p for p in (ep.tls.ca, ep.tls.cert, ep.tls.key) if not Path(p).is_file()]
+            if missing:
+                raise InputError(f"host {host.name}: TLS file {missing[0]} not found (valid: "
+                                 "tls: {ca, cert, key}, the engine CA's certificate and a "
+                                 "client certificate and key it signed)",
+                                 key=f"hosts[{host.name}].docker.tls")
         builder = None if ep.url == self.host else self
         return DockerSubstrate(self.name, self.settings, host=ep.url, pool=ep.pool,
-                               builder=builder, host_name=host.name)
+                               builder=builder, host_name=host.name, tls=ep.tls)
 
     def host_doctor(self, host_name: str) -> list:
-        return doctor.host_checks(host_name, self.host, self.builder is not None)
+        return doctor.host_checks(host_name, self.host, self.builder is not None, self.tls)
 
     def reachable(self) -> str | None:
         try:
-            engine.client(timeout=10, host=self.host, fresh=True).close()
+            engine.client(timeout=10, host=self.host, fresh=True, tls=self.tls).close()
         except PreflightError as exc:
             return exc.message
         return None
@@ -92,11 +101,13 @@ class DockerSubstrate(Substrate):
     def client(self):
         """The harness engine's client (never the user's dockerd: see `engine`)."""
         if self._client is None:
-            self._client = engine.client(host=self.host)
+            self._client = engine.client(host=self.host, tls=self.tls)
         return self._client
 
     def provider_config(self) -> dict[str, dict]:
-        return {"docker": {"host": self.host}}
+        if self.tls is None:
+            return {"docker": {"host": self.host}}
+        return {"docker": {"host": self.host, "cert_path": str(self.tls.cert_dir())}}
 
     @classmethod
     def validate_task(cls, config, root: Path, settings=None) -> list[str]:
@@ -120,7 +131,8 @@ class DockerSubstrate(Substrate):
         return base_image.build_docker_base(force=force, log=log)
 
     def login_hint(self, node: Node) -> str:
-        return f"docker -H {self.host} exec -it {node.host} bash"
+        tls = "" if self.tls is None else " " + self.tls.cli_flags()
+        return f"docker -H {self.host}{tls} exec -it {node.host} bash"
 
     def preflight(self) -> None:
         self.client  # noqa: B018 - raises PreflightError when the engine is down
@@ -227,6 +239,7 @@ class DockerSubstrate(Substrate):
         return {"all": {
             "vars": {"ansible_connection": self.ansible_connection,
                      "ansible_docker_docker_host": self.host,
+                     **(self.tls.ansible_vars() if self.tls else {}),
                      "ansible_python_interpreter": "/usr/bin/python3",
                      "harness_trial_id": spec.trial_id, "harness_substrate": self.name,
                      # a container is reachable while systemd still boots; its control
@@ -244,13 +257,17 @@ class DockerSubstrate(Substrate):
                    toolbox: str | None = None) -> ExecResult:
         """exec create/start/inspect by container name (the SDK's Container object would
         cost an inspect per call). With `stdin`, the exec's attached socket gets it and is
-        then half-closed (the command sees end of file). With `toolbox`, no program of the
-        node's own runs the command."""
+        then half-closed (the command sees end of file); a TLS connection cannot be
+        half-closed (Python's ssl has no write-only close_notify), so over `tcp://` the
+        command reads its stdin through `head -c LEN` instead. With `toolbox`, no program of
+        the node's own runs the command."""
         import docker
 
         started = time.monotonic()
         secs = max(1, int(timeout))
         api = self.client.api
+        if stdin is not None and self.tls is not None:
+            cmd = f"head -c {len(stdin)} | {{\n{cmd}\n}}"
         argv = (toolbox_argv(toolbox, cmd) if toolbox else
                 ["timeout", "-k", "5", str(secs), "bash", "-c", cmd])
         try:
@@ -261,7 +278,7 @@ class DockerSubstrate(Substrate):
         if stdin is None:
             out, err = api.exec_start(exec_id, demux=True) or (b"", b"")
         else:
-            out, err = _exec_with_stdin(api, exec_id, stdin)
+            out, err = exec_with_stdin(api, exec_id, stdin, half_close=self.tls is None)
         code = api.exec_inspect(exec_id).get("ExitCode")
         code = code if code is not None else -1
         return ExecResult(exit_code=code, stdout=(out or b"").decode(errors="replace"),
@@ -370,23 +387,3 @@ class DockerSubstrate(Substrate):
         return await egress.enforce(self, bridge_name(trial_id), nodes, policy,
                                     egress.uplinks(self.settings, self.config.egress_uplinks))
 
-
-def _exec_with_stdin(api, exec_id: str, data: bytes) -> tuple[bytes, bytes]:
-    """Start an exec created with stdin, send `data`, half-close, read (stdout, stderr)."""
-    import socket
-
-    from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
-
-    sock = api.exec_start(exec_id, socket=True)
-    raw = getattr(sock, "_sock", sock)
-    try:
-        try:
-            raw.sendall(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the command ended without reading it all: its output says why
-        raw.shutdown(socket.SHUT_WR)
-        out, err = consume_socket_output(
-            (demux_adaptor(*frame) for frame in frames_iter(sock, False)), demux=True)
-    finally:
-        sock.close()
-    return out or b"", err or b""

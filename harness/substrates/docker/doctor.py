@@ -8,12 +8,12 @@ from harness.substrates.docker import base_image, engine
 
 
 def _engine(host: str | None = None, name: str = "docker engine",
-            fix: str = f"sudo {SETUP} (it starts the harness's own Docker engine)"
-            ) -> Check:
+            fix: str = f"sudo {SETUP} (it starts the harness's own Docker engine)",
+            tls=None) -> Check:
     """Reachable, with the hardening the threat model relies on (userns-remap, private
     cgroup namespaces, the hx-runc runtime)."""
     try:
-        st = engine.status(host)
+        st = engine.status(host, tls)
     except Exception as exc:
         return Check(name, "FAIL", f"not reachable: {exc}"[:200], fix)
     hardened = not engine.hardening_gaps(st)
@@ -23,12 +23,13 @@ def _engine(host: str | None = None, name: str = "docker engine",
     return Check(name, "PASS" if hardened else "FAIL", detail, "" if hardened else fix)
 
 
-def host_checks(host_name: str, url: str, remote: bool) -> list[Check]:
+def host_checks(host_name: str, url: str, remote: bool, tls=None) -> list[Check]:
     """`harness doctor --hosts`: one host's engine; a remote one gets task images loaded
     from this machine's engine on first use, so its base image is checked here."""
     fix = ("on that host: run scripts/setup.sh (the harness engine), or fix its docker: "
-           "endpoint in the hosts file; ssh:// needs key-based login")
-    out = [_engine(url, f"{host_name}: docker engine", fix)]
+           "endpoint in the hosts file; ssh:// needs key-based login, tcp:// a client "
+           "certificate of the engine's CA")
+    out = [_engine(url, f"{host_name}: docker engine", fix, tls)]
     if remote and out[0].status == "PASS":
         out.append(Check(f"{host_name}: images", "PASS",
                          "task images are built here and loaded there on first use"))

@@ -3,12 +3,15 @@ its TLS client files, its subnet pool."""
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import os
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.paths import harness_home
 from harness.substrates.endpoints import require_host, split_endpoint
 
 DOCKER_SCHEMES = ("unix", "ssh", "tcp")
@@ -25,7 +28,41 @@ class TLSFiles(BaseModel):
     @field_validator("ca", "cert", "key")
     @classmethod
     def _expand(cls, v: str) -> str:
-        return os.path.expanduser(v)
+        return os.path.abspath(os.path.expanduser(v))
+
+    def ansible_vars(self) -> dict[str, Any]:
+        """The docker_api connection's TLS variables (paths only)."""
+        return {"ansible_docker_tls": True, "ansible_docker_validate_certs": True,
+                "ansible_docker_ca_path": self.ca, "ansible_docker_client_cert": self.cert,
+                "ansible_docker_client_key": self.key}
+
+    def cli_flags(self) -> str:
+        """The same for the Docker CLI."""
+        return (f"--tlsverify --tlscacert {self.ca} --tlscert {self.cert} "
+                f"--tlskey {self.key}")
+
+    def cert_dir(self) -> Path:
+        """A directory holding the three as ca.pem, cert.pem and key.pem (the Terraform
+        provider's `cert_path`): theirs when they are named so, else symlinks to them in a
+        private directory under $HARNESS_HOME/tls (paths only: no key is copied)."""
+        own = {Path(self.ca).parent / "ca.pem", Path(self.cert).parent / "cert.pem",
+               Path(self.key).parent / "key.pem"}
+        if own == {Path(self.ca), Path(self.cert), Path(self.key)} and len(
+                {p.parent for p in own}) == 1:
+            return Path(self.ca).parent
+        tag = hashlib.sha256(f"{self.ca}\0{self.cert}\0{self.key}".encode()).hexdigest()[:12]
+        d = harness_home() / "tls" / tag
+        d.mkdir(parents=True, exist_ok=True)
+        d.parent.chmod(0o700)
+        for name, target in (("ca.pem", self.ca), ("cert.pem", self.cert),
+                             ("key.pem", self.key)):
+            link = d / name
+            if not link.is_symlink() or os.readlink(link) != target:
+                tmp = d / f".{name}.tmp"
+                tmp.unlink(missing_ok=True)
+                tmp.symlink_to(target)
+                tmp.replace(link)
+        return d
 
 
 class DockerEndpoint(BaseModel):

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import PreflightError
+from harness.substrates.docker.engine import tls
 from harness.substrates.docker.settings import docker_settings
 
 HERE = Path(__file__).resolve().parent
@@ -56,11 +57,16 @@ class Engine:
     bridge: str = "hxe0"
     bridge_addr: str = "10.212.254.1/24"
     build: bool = True
+    # `ip:port` of a TLS listener besides the socket (clients need a cert of `tls_dir`'s CA)
+    tcp: str = ""
+    tls_dir: Path | None = None
 
     @classmethod
-    def named(cls, name: str, bridge: str, bridge_addr: str) -> Engine:
+    def named(cls, name: str, bridge: str, bridge_addr: str, tcp: str = "") -> Engine:
         """A second engine `name` with its own paths under /run/harness, /var/lib/harness,
-        /etc/harness and /var/log; `bridge` must start with `hx` (the trial firewall)."""
+        /etc/harness and /var/log; `bridge` must start with `hx` (the trial firewall).
+        `tcp` (`ip:port`): it listens there too, TLS with client certificates only (made
+        under /etc/harness/N-tls by `start`)."""
         if not bridge.startswith("hx") or len(bridge) > 15:
             raise PreflightError(f"engine bridge {bridge!r}: must start with 'hx' (the trial "
                                  "firewall isolates hx* bridges), at most 15 characters")
@@ -70,7 +76,8 @@ class Engine:
                    pidfile=Path(f"/run/harness/{name}/docker.pid"),
                    config=Path(f"/etc/harness/{name}.json"),
                    log=Path(f"/var/log/harness-{name}.log"), unit=f"harness-{name}",
-                   bridge=bridge, bridge_addr=bridge_addr, build=False)
+                   bridge=bridge, bridge_addr=bridge_addr, build=False, tcp=tcp,
+                   tls_dir=Path(f"/etc/harness/{name}-tls") if tcp else None)
 
     @property
     def host(self) -> str:
@@ -99,26 +106,46 @@ def docker_host(configured: str | None = None) -> str:
 _CLIENTS: dict[tuple[str, int], Any] = {}
 
 
-def client(timeout: int = 120, host: str | None = None, fresh: bool = False):
+def client(timeout: int = 120, host: str | None = None, fresh: bool = False, tls=None):
     """A Docker SDK client of the engine at `host` (default: `docker_host()`), pinged when
-    made; PreflightError with the fix. One per (host, timeout) and process (each costs a
-    version request and a ping), unless `fresh` (the caller closes it)."""
+    made; PreflightError with the fix. `tls` (ca, cert, key paths) for a `tcp://` engine:
+    the engine's certificate is verified against `ca`, and it sees ours. One per (host,
+    timeout) and process (each costs a version request and a ping), unless `fresh` (the
+    caller closes it)."""
     import docker
 
     host = host or docker_host()
     if not fresh and (host, timeout) in _CLIENTS:
         return _CLIENTS[(host, timeout)]
     try:
-        c = docker.DockerClient(base_url=host, timeout=timeout)
+        c = (docker.DockerClient(base_url=host, timeout=timeout) if tls is None
+             else _tls_client(host, timeout, tls))
         c.ping()
         if not fresh:
             _CLIENTS[(host, timeout)] = c
         return c
-    except Exception as exc:  # DockerException, socket errors, permission denied
+    except Exception as exc:  # DockerException, TLS and socket errors, permission denied
         hint = (SETUP_HINT if host == DEFAULT_HOST else
-                "check substrates.docker.host in config.yaml")
+                "check substrates.docker.host in config.yaml, or the host's docker: "
+                "endpoint (and its tls: files) in the hosts file")
         raise PreflightError(f"the harness Docker engine at {host} is not reachable "
                              f"({str(exc)[:160]}); {hint}") from exc
+
+
+def _tls_client(host: str, timeout: int, tls):
+    """A client of a `tcp://` engine that trusts `tls.ca` only: requests would let
+    REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE from the environment replace the session's CA (so
+    the engine's certificate fails to verify), hence no environment, and the API version
+    asked once that is so."""
+    import docker
+
+    c = docker.DockerClient(base_url=host, timeout=timeout,
+                            version=docker.constants.MINIMUM_DOCKER_API_VERSION,
+                            tls=docker.tls.TLSConfig(client_cert=(tls.cert, tls.key),
+                                                     ca_cert=tls.ca, verify=True))
+    c.api.trust_env = False
+    c.api._version = c.api.version(api_version=False)["ApiVersion"]
+    return c
 
 
 def daemon_config(eng: Engine = DEFAULT) -> dict:
@@ -132,6 +159,9 @@ def daemon_config(eng: Engine = DEFAULT) -> dict:
         "default-runtime": "hx-runc", "runtimes": {"hx-runc": {"path": str(RUNTIME)}},
         "log-driver": "json-file", "log-opts": {"max-size": "4m", "max-file": "2"},
     }
+    if eng.tcp and eng.tls_dir is not None:
+        cfg["hosts"].append(f"tcp://{eng.tcp}")
+        cfg.update(tls.daemon_tls(eng.tls_dir))
     if shutil.which("getent") and subprocess.run(["getent", "group", "docker"],
                                                  capture_output=True).returncode == 0:
         cfg["group"] = "docker"
@@ -207,6 +237,8 @@ def start(log=print, eng: Engine = DEFAULT) -> None:
     if shutil.which("dockerd") is None:
         raise PreflightError("dockerd not found: apt-get install docker.io")
     changed = _install(HERE / "hx-runc", RUNTIME, 0o755)
+    if eng.tcp and eng.tls_dir is not None:
+        tls.ensure_certs(eng.tls_dir, (eng.tcp.rpartition(":")[0],))
     changed = _write_config(eng) or changed
     if running(eng) and changed:
         log("harness Docker engine: configuration changed, restarting it")
@@ -293,10 +325,10 @@ def hardening_gaps(st: dict) -> list[str]:
         ("the hx-runc runtime", st["runtime"] == "hx-runc")) if not ok]
 
 
-def status(host: str | None = None) -> dict:
+def status(host: str | None = None, tls=None) -> dict:
     """What doctor reports: reachable, version, userns and cgroupns in effect."""
     host = host or docker_host()
-    return status_of(client(timeout=10, host=host).info(), host)
+    return status_of(client(timeout=10, host=host, tls=tls).info(), host)
 
 
 def status_of(info: dict, host: str) -> dict:

@@ -2,7 +2,11 @@
 
 `--name N --bridge B --bridge-addr CIDR` address a second engine (`Engine.named`) beside the
 harness's own one, e.g. to stand in for a remote host: its socket is
-`/run/harness/N/docker.sock`. `kill` stops it with SIGKILL, as a crashed host would.
+`/run/harness/N/docker.sock`; with `--tcp IP:PORT` it listens there too, TLS with client
+certificates (files in /etc/harness/N-tls; a hosts file's `tls:` names its ca.pem, cert.pem
+and key.pem). `kill` stops it with SIGKILL, as a crashed host would.
+
+`certs DIR --ip IP` makes such a set of files for any engine (`tls.ensure_certs`).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from harness.errors import PreflightError
 from harness.substrates.docker.engine import (
@@ -20,21 +25,34 @@ from harness.substrates.docker.engine import (
     start,
     status,
     stop,
+    tls,
 )
 
 parser = argparse.ArgumentParser(prog="python -m harness.substrates.docker.engine")
 parser.add_argument("verb", nargs="?", default="status",
-                    choices=["start", "stop", "kill", "status"])
+                    choices=["start", "stop", "kill", "status", "certs"])
+parser.add_argument("dir", nargs="?", help="certs: where to write them")
 parser.add_argument("--name", help="a second engine's name (default: the harness's engine)")
 parser.add_argument("--bridge", default="", help="its default bridge (hx*)")
 parser.add_argument("--bridge-addr", default="", help="the bridge's address, CIDR")
+parser.add_argument("--tcp", default="", help="a second engine's TLS listener, IP:PORT")
+parser.add_argument("--ip", action="append", default=[],
+                    help="certs: an address the engine is reached at (repeatable)")
 args = parser.parse_args()
 try:
     eng = DEFAULT
+    if args.verb == "certs":
+        if not (args.dir and args.ip):
+            raise PreflightError("certs needs a directory and --ip (e.g. certs /etc/harness/"
+                                 "engine-tls --ip 192.0.2.10)")
+        print(tls.ensure_certs(Path(args.dir), tuple(args.ip)))
+        sys.exit(0)
     if args.name:
         if not (args.bridge and args.bridge_addr):
             raise PreflightError("--name needs --bridge and --bridge-addr")
-        eng = Engine.named(args.name, args.bridge, args.bridge_addr)
+        eng = Engine.named(args.name, args.bridge, args.bridge_addr, tcp=args.tcp)
+    elif args.tcp:
+        raise PreflightError("--tcp applies to a second engine (--name)")
     if args.verb == "start":
         start(eng=eng)
     elif args.verb in ("stop", "kill"):
