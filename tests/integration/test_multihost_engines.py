@@ -69,13 +69,20 @@ def journal(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
 
 
-def wait_second_busy_after_a_finish(run_dir: Path, url: str, timeout: float = 300) -> None:
+def wait_second_busy_after_a_finish(run_dir: Path, url: str, proc: subprocess.Popen,
+                                    timeout: float = 300) -> None:
     """Until a trial finished on `second` and another one runs there with a container on
-    that engine already (a kill before that would leave nothing for gc to find)."""
+    that engine already (a kill before that would leave nothing for gc to find); fails at
+    once, with the campaign's records, when the campaign ends first."""
     client = docker.DockerClient(base_url=url)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                recs = [json.loads(p.read_text()) for p in run_dir.glob("trials/*/result.json")]
+                ends = [(r["host"], r["status"], r["error"]) for r in recs]
+                raise AssertionError(f"the campaign ended before a second trial ran on host "
+                                     f"second: {ends}")
             j = journal(run_dir)
             done = [i for i, e in enumerate(j) if e["event"] == "finished"
                     and e.get("host") == "second"]
@@ -116,7 +123,7 @@ def test_campaign_over_two_engines_survives_killing_one(tmp_path, second_engine)
                              str(camp), "--out", str(run_dir), "--json"], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_second_busy_after_a_finish(run_dir, second_engine)
+        wait_second_busy_after_a_finish(run_dir, second_engine, proc)
         engine("kill")
         out, err = proc.communicate(timeout=600)
     finally:
