@@ -81,3 +81,19 @@ def test_bare_metal_power_over_ipmi_2_is_pyghmi_and_a_cycle_is_off_then_on(endpo
     assert acts == ["off", "on"] and state["power"] == "on"
     with pytest.raises(SubstrateError, match=r"^baremetal: IPMI power status .*password"):
         ipmi.power({**creds, "password": "wrong"}, "status")
+
+
+def test_a_sessionless_packet_left_on_an_ended_client_session_goes_to_the_bmc():
+    """pyghmi routed it to the ended ServerSession, which has no handler: the BMC process
+    died (AttributeError) and the node's power could no longer be read."""
+    from types import SimpleNamespace
+
+    from pyghmi.ipmi.private import serversession
+
+    from harness.substrates.libvirt.bmc import bmc_class
+
+    bmc_class(lambda action: "on")
+    got = []
+    server = SimpleNamespace(sessionless_data=lambda data, addr: got.append((data, addr)))
+    serversession.ServerSession.sessionless_data(SimpleNamespace(bmc=server), b"\x06", ("a", 1))
+    assert got == [(b"\x06", ("a", 1))]

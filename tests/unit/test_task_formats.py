@@ -422,3 +422,38 @@ def test_an_allowlist_name_that_does_not_resolve_is_a_trial_warning():
     assert events[0][0] == "network.egress" and events[0][1]["pinned"]["gone.invalid"] == []
     assert trial.warnings == ["agent: allowed host(s) gone.invalid did not resolve on this "
                               "host when the phase started; the nodes cannot reach them"]
+
+
+def test_the_hosts_block_takes_the_nodes_names_off_the_machines_own_lines(tmp_path):
+    """A pool machine playing node0 names its own address node1 (its pool name) and another
+    machine node0, and getaddrinfo sorts its own address first: node1 reached the machine
+    itself. The block comes first; the nodes' names leave the machine's lines, nothing else
+    does; a second run changes nothing."""
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    import jinja2
+
+    src = (Path(__file__).resolve().parents[2] / "roles" / "harness_cluster_info" /
+           "templates" / "install-cluster-info.sh.j2").read_text()
+    part = src[src.index("{% if harness_cluster_info_manage_hosts"):]
+    part = part[:part.index("{% endif %}") + len("{% endif %}")]
+    env = jinja2.Environment()
+    env.filters.update(quote=shlex.quote, bool=bool)
+    hosts = tmp_path / "hosts"
+    script = env.from_string(src[:src.index("{% set dests")] + part).render(
+        harness_cluster_info_manage_hosts=True, groups={"all": ["node0", "node1"]},
+        inventory_hostname="node0",
+        hostvars={"node0": {"harness_cluster_ip": "10.0.0.11"},
+                  "node1": {"harness_cluster_ip": "10.0.0.12"}}).replace("/etc/hosts", str(hosts))
+    hosts.write_text("127.0.0.1\tlocalhost\n10.0.0.10\tnode0\n10.0.0.11\tnode1 node1.lab\n"
+                     "10.0.0.12\tnode2 # node1\n::1 ip6-localhost\n")
+    runs = [subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+            for _ in range(2)]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
+    assert hosts.read_text() == ("# BEGIN harness cluster nodes\n10.0.0.11 node0\n"
+                                 "10.0.0.12 node1\n# END harness cluster nodes\n"
+                                 "127.0.0.1\tlocalhost\n10.0.0.11 node1.lab\n"
+                                 "10.0.0.12\tnode2 # node1\n::1 ip6-localhost\n")
+    assert "changed" in runs[0].stdout and runs[1].stdout == ""

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from harness import owner
-from harness.errors import SubstrateError
+from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates.firewall import BMC_PORTS
 from harness.substrates.libvirt import host
@@ -96,6 +96,13 @@ def bmc_class(power):
     """A pyghmi Bmc whose chassis commands call `power(action)` (on/off/cycle/reset/status,
     returning "on"/"off") and `power("shutdown")` for a soft off."""
     from pyghmi.ipmi import bmc as pybmc
+    from pyghmi.ipmi.private import serversession
+
+    # pyghmi hands a sessionless packet (a client's retransmitted Get Channel Auth
+    # Capabilities) queued on a client session that has since ended to that session, which
+    # has no handler: the BMC process died of the AttributeError. Its server handles it.
+    serversession.ServerSession.sessionless_data = (
+        lambda self, data, sockaddr: self.bmc.sessionless_data(data, sockaddr))
 
     class DomainBmc(pybmc.Bmc):
         def get_power_state(self):
@@ -123,20 +130,29 @@ def bmc_class(power):
 
 
 def serve(cfg: dict, uri: str) -> None:
-    """Run the BMC in this process until its domain disappears."""
+    """Run the BMC in this process until its domain disappears. One libvirt connection,
+    kept (made again when it dies), serves its power commands and the liveness check: a
+    new one every 2 s is an SSH login each over qemu+ssh, and a BMC busy logging in
+    answers late."""
     import libvirt  # the vm extra's SDKs: imported by the BMC process only
     from pyghmi.ipmi.private import session as ipmisession
 
     domain = cfg["domain"]
+    kept: list = []
+
+    def conn():
+        if kept and kept[0].isAlive():
+            return kept[0]
+        if kept:
+            with contextlib.suppress(libvirt.libvirtError):
+                kept.pop().close()
+        kept.append(host.connect(uri))
+        return kept[0]
 
     def power(action: str) -> str:
         if action != "shutdown":
-            return host.power(uri, domain, action)
-        conn = host.connect(uri)
-        try:
-            conn.lookupByName(domain).shutdown()
-        finally:
-            conn.close()
+            return host.power_with(conn(), domain, action)
+        conn().lookupByName(domain).shutdown()
         return "on"
 
     bmc_class(power)({cfg["user"]: cfg["password"]}, port=int(cfg["port"]),
@@ -145,14 +161,11 @@ def serve(cfg: dict, uri: str) -> None:
     missing = 0
     while missing < 3:
         ipmisession.Session.wait_for_rsp(2)
-        conn = host.connect(uri)
         try:
-            conn.lookupByName(domain)
+            conn().lookupByName(domain)
             missing = 0
-        except libvirt.libvirtError:
+        except (libvirt.libvirtError, PreflightError):
             missing += 1
-        finally:
-            conn.close()
     print(f"domain {domain} is gone; bmc exits", flush=True)
 
 

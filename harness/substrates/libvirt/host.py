@@ -63,12 +63,24 @@ def unreachable(uri: str) -> str | None:
 
 def power(uri: str, domain: str, action: str) -> str:
     """on / off / cycle / reset / status of one domain; returns the resulting state."""
+    if action not in POWER_ACTIONS:
+        raise SubstrateError("vm", f"unknown power action {action!r}; valid: "
+                             f"{', '.join(POWER_ACTIONS)}")
+    conn = connect(uri)
+    try:
+        return power_with(conn, domain, action)
+    finally:
+        conn.close()
+
+
+def power_with(conn, domain: str, action: str) -> str:
+    """`power` on an open connection (a BMC keeps one: over qemu+ssh each new one is an SSH
+    login)."""
     import libvirt
 
     if action not in POWER_ACTIONS:
         raise SubstrateError("vm", f"unknown power action {action!r}; valid: "
                              f"{', '.join(POWER_ACTIONS)}")
-    conn = connect(uri)
     try:
         dom = conn.lookupByName(domain)
         if action == "on" and not dom.isActive():
@@ -84,8 +96,6 @@ def power(uri: str, domain: str, action: str) -> str:
         return "on" if dom.isActive() else "off"
     except libvirt.libvirtError as exc:
         raise SubstrateError("vm", f"power {action} {domain}: {exc}") from exc
-    finally:
-        conn.close()
 
 
 def reboot(uri: str, domain: str) -> None:
