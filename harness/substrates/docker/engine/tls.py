@@ -74,14 +74,14 @@ def ensure_certs(directory: Path, ips: tuple[str, ...]) -> Path:
     directory.chmod(0o700)
     ca_key = _key()
     ca = _cert("harness engine CA", ca_key, None, None, ca=True)
-    pairs = {SERVER: _cert("harness engine", k1 := _key(), ca, ca_key,
-                           usage=ExtendedKeyUsageOID.SERVER_AUTH, ips=ips),
-             CLIENT: _cert("harness controller", k2 := _key(), ca, ca_key,
-                           usage=ExtendedKeyUsageOID.CLIENT_AUTH)}
-    for (cert_name, key_name), cert, key in ((SERVER, pairs[SERVER], k1),
-                                             (CLIENT, pairs[CLIENT], k2)):
+    for (cert_name, key_name), subject, usage, sans in (
+            (SERVER, "harness engine", ExtendedKeyUsageOID.SERVER_AUTH, ips),
+            (CLIENT, "harness controller", ExtendedKeyUsageOID.CLIENT_AUTH, ())):
+        key = _key()
         _write_key(directory / key_name, key)
-        (directory / cert_name).write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        (directory / cert_name).write_bytes(
+            _cert(subject, key, ca, ca_key, usage=usage, ips=sans).public_bytes(
+                serialization.Encoding.PEM))
     (directory / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     return directory
 
