@@ -39,14 +39,24 @@ if ! $SUDO grep -qF "$(cat "$key.pub")" /root/.ssh/authorized_keys 2>/dev/null; 
 fi
 kh="$HARNESS_HOME/ssh/known_hosts"
 for _ in $(seq 20); do  # a just-started sshd may not answer yet
-  ssh-keyscan -t ed25519 localhost 127.0.0.1 2>/dev/null > "$kh.tmp" || true
+  ssh-keyscan -t ed25519 localhost 127.0.0.1 127.0.0.2 2>/dev/null > "$kh.tmp" || true
   [[ -s $kh.tmp ]] && break
   sleep 0.25
 done
 mv "$kh.tmp" "$kh"
 # libvirt's qemu+ssh (the ssh binary) checks ~/.ssh/known_hosts (its known_hosts= parameter
-# is for the libssh transports): localhost's key is added there when missing
+# is for the libssh transports), and so does the Terraform provider's Go client, which asks
+# for another key type first: every key of localhost and of 127.0.0.2 (the tests' stand-in
+# for another machine: qemu+ssh://root@127.0.0.2/system) goes there, once
 mkdir -p ~/.ssh && chmod 700 ~/.ssh
-ssh-keygen -F localhost -f ~/.ssh/known_hosts >/dev/null 2>&1 || grep '^localhost ' "$kh" >> ~/.ssh/known_hosts
+for name in localhost 127.0.0.2; do
+  if [[ $(ssh-keygen -F "$name" -f ~/.ssh/known_hosts 2>/dev/null | grep -vc '^#') -lt 3 ]]; then
+    keys=$(ssh-keyscan "$name" 2>/dev/null | grep "^$name ") || true
+    if [[ -n $keys ]]; then
+      ssh-keygen -R "$name" -f ~/.ssh/known_hosts >/dev/null 2>&1 || true
+      echo "$keys" >> ~/.ssh/known_hosts
+    fi
+  fi
+done
 ssh -i "$key" -o UserKnownHostsFile="$kh" -o BatchMode=yes root@localhost true
 echo "ssh root@localhost with the harness key: ok"

@@ -108,8 +108,7 @@ def apply() -> None:
     """Load (or replace) the table in one transaction; needs root."""
     if os.geteuid() != 0:
         raise PreflightError("loading the trial firewall needs root: sudo scripts/setup.sh")
-    script = f"table inet {TABLE} {{}}\ndelete table inet {TABLE}\n{RULESET}"
-    proc = _nft(["-f", "-"], script)
+    proc = _nft(["-f", "-"], load_script())
     if proc.returncode != 0:
         raise PreflightError(f"nft could not load the trial firewall: {proc.stderr.strip()}")
     _docker_user()
@@ -130,20 +129,31 @@ def _docker_user() -> None:
             subprocess.run([iptables, "-I", "DOCKER-USER", *rule], capture_output=True)
 
 
+def listing_ok(listing: str | None) -> tuple[bool, str]:
+    """Whether `nft list table inet harness` printed `listing` (None: no such table) for
+    this harness's rules, and what was found."""
+    if listing is None:
+        return False, f"nftables table inet {TABLE} is missing"
+    missing = [c for c in ("chain from_trial", "chain out_of_trial", "chain into_trial",
+                           "set egress_public", "set egress_allow", "set uplinks")
+               if c not in listing]
+    rules = ("fib daddr . iif oif exists", f"udp dport {{ {IPMI_PORT}, ",
+             "iifname @egress_public meta l4proto { tcp, udp } th dport 53 accept")
+    if missing or any(rule not in listing for rule in rules):
+        return False, f"nftables table inet {TABLE} differs from this harness's rules"
+    return True, f"nftables table inet {TABLE} loaded"
+
+
+def load_script() -> str:
+    """The nft script that loads (or replaces) the table in one transaction."""
+    return f"table inet {TABLE} {{}}\ndelete table inet {TABLE}\n{RULESET}"
+
+
 def loaded() -> tuple[bool, str]:
     """(is the current table in place?, how that was found out)."""
     if os.geteuid() == 0:
         proc = _nft(["list", "table", "inet", TABLE])
-        if proc.returncode != 0:
-            return False, f"nftables table inet {TABLE} is missing"
-        missing = [c for c in ("chain from_trial", "chain out_of_trial", "chain into_trial",
-                               "set egress_public", "set egress_allow", "set uplinks")
-                   if c not in proc.stdout]
-        rules = ("fib daddr . iif oif exists", f"udp dport {{ {IPMI_PORT}, ",
-                 "iifname @egress_public meta l4proto { tcp, udp } th dport 53 accept")
-        if missing or any(rule not in proc.stdout for rule in rules):
-            return False, f"nftables table inet {TABLE} differs from this harness's rules"
-        return True, f"nftables table inet {TABLE} loaded"
+        return listing_ok(proc.stdout if proc.returncode == 0 else None)
     try:
         record = json.loads(RECORD.read_text())
     except (OSError, ValueError):

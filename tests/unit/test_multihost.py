@@ -160,19 +160,71 @@ def test_a_tcp_engine_is_reached_with_its_tls_files_by_every_client(tmp_path, mo
     assert cfg["tlskey"] == "/etc/harness/hxt-tls/server-key.pem"
 
 
-def test_libvirt_binds_to_this_machine_over_ssh_and_refuses_another():
+def test_libvirt_binds_to_this_machine_over_ssh_and_to_another_through_it():
     from harness.substrates.libvirt import LibvirtSubstrate
 
     ssh_uri = "qemu+ssh://root@localhost/system?no_tty=1"
+    far_uri = "qemu+ssh://hx@far-1:2222/system?keyfile=/k/id&no_tty=1"
     hosts = load_hosts([{"name": "me", "libvirt": ssh_uri,
                          "capacity": {"cpus": 2, "memory_mb": 4096}},
-                        {"name": "far", "libvirt": "qemu+ssh://root@far-1/system",
+                        {"name": "far", "libvirt": far_uri,
                          "capacity": {"cpus": 2, "memory_mb": 4096}}])
     base = LibvirtSubstrate()
     bound = base.on_host(hosts.hosts[0])
     assert bound is not base and bound.uri == ssh_uri and bound.engine == "libvirt"
-    with pytest.raises(InputError, match=r"hosts\[far\].*not wired yet"):
-        base.on_host(hosts.hosts[1])
+    assert bound.remote is None and base.remote is None
+    far = base.on_host(hosts.hosts[1])
+    assert (far.remote.user, far.remote.host, far.remote.port, far.remote.keyfile) == (
+        "hx", "far-1", 2222, "/k/id")
+    assert far.remote.local_uri == "qemu:///system"
+    proxy = far.remote.proxy_command()
+    assert proxy.startswith("ssh -i /k/id ") and proxy.endswith(" -W %h:%p hx@far-1")
+    assert "-p 2222" in proxy and "BatchMode=yes" in proxy
+
+
+def _vm_spec(tmp_path, **task):
+    from harness.substrates.base import TrialSpec
+
+    fields = {"name": "t", "nodes": [], "needs_egress": False, **task}
+    return TrialSpec(trial_id="t-nop-1", campaign="c", root=tmp_path / "trial",
+                     task=SimpleNamespace(**fields), image=str(tmp_path / "img" / "disk.qcow2"))
+
+
+def test_another_machines_libvirt_gets_host_paths_and_a_jump(tmp_path, monkeypatch):
+    """The trial's disks and logs live on the libvirt host, the image is the host's copy,
+    the start records stay here, and every ssh to a node reads the trial's ssh_config."""
+    from harness.substrates.libvirt import LibvirtSubstrate, remote, ssh
+
+    (tmp_path / "img").mkdir()
+    for name in ("disk.qcow2", "vmlinuz", "initrd.img"):
+        (tmp_path / "img" / name).write_text(name)
+    monkeypatch.setattr(remote, "backing_chain", lambda disk: [disk])
+    copied = []
+    monkeypatch.setattr(remote.RemoteHost, "_copy_once",
+                        lambda self, src, dest, rebase: copied.append(dest))
+    sub = LibvirtSubstrate(uri="qemu+ssh://root@far-1/system", domain_type="qemu")
+    monkeypatch.setattr(sub, "_cidr", lambda spec: "10.231.7.0/24")
+    spec = _vm_spec(tmp_path)
+    planned = sub.plan_vars(spec)
+    assert copied == [], "a plan copies nothing"
+    tf = sub.terraform_vars(spec)
+    there = f"{remote.REMOTE_DIR}/trials/hx-{tf['trial_id']}"
+    assert tf["disk_dir"] == f"{there}/vm/disks" and tf["console_log_dir"] == f"{there}/vm"
+    assert tf["record_dir"] == str((tmp_path / "trial" / "vm").resolve())
+    assert tf["base_image"] == f"{remote.REMOTE_DIR}/images/img/disk.qcow2"
+    assert sorted(copied) == sorted(f"{remote.REMOTE_DIR}/images/img/{n}"
+                                    for n in ("disk.qcow2", "initrd.img", "vmlinuz"))
+    assert planned["base_image"] == tf["base_image"]
+    assert remote.RemoteHost.from_json(tf["host_ssh"]).host == "far-1"
+    key = ssh.key_path((tmp_path / "trial").resolve())
+    assert "ProxyCommand ssh " in ssh.config_path(key).read_text()
+    argv = ssh.ssh_argv("10.231.7.10", key)
+    assert argv[1:3] == ["-F", str(ssh.config_path(key))]
+    assert f"-F {ssh.config_path(key)}" in ssh.ansible_args("10.231.7.10", key)
+    with pytest.raises(InputError, match=r"virtual BMCs on another machine's libvirt"):
+        sub.terraform_vars(_vm_spec(tmp_path, nodes=[SimpleNamespace(name="node0", bmc=1)]))
+    with pytest.raises(InputError, match=r"egress on another machine's libvirt"):
+        sub.terraform_vars(_vm_spec(tmp_path, needs_egress=True))
 
 
 def _shard_dir(root: Path, done: list[str], sha: str = "s") -> Path:

@@ -12,6 +12,10 @@ leftovers. The per-trial key and disks live under the trial directory::
     <trial>/vm/bmc/<node>.pid|.log                        virtual BMC of a `bmc = true` node
                                                           (its credentials: bmc.config_path)
 
+On another machine's libvirt (a `qemu+ssh://` host that is not this machine) the disks
+and consoles live on that host instead, the image is the host's copy and SSH jumps
+through it (module `remote`); the start records stay in `<trial>/vm/`.
+
 Node vcpu/memory come from the node, else the task's `[environment]`, clamped to the host
 (with a warning). `wait_ready` (called by Trial right after the nodes are known) waits for
 SSH on every node and gives the primary the BMC credentials (/etc/harness/bmc-credentials,
@@ -47,6 +51,7 @@ from harness.substrates.libvirt import bmc, doctor, host, naming, ssh
 from harness.substrates.libvirt.endpoint import LibvirtURI
 from harness.substrates.libvirt.host import detect_domain_type
 from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
+from harness.substrates.libvirt.remote import RemoteHost
 from harness.substrates.libvirt.task_fields import NODE_FIELDS
 from harness.substrates.libvirt.task_image import task_image
 
@@ -97,6 +102,8 @@ class LibvirtSubstrate(Substrate):
         self.check_name(name)
         self.settings = settings or load_settings()
         self.uri = uri
+        # another machine's daemon: disks, images and logs over SSH there (module `remote`)
+        self.remote = None if host.this_machine(uri) else RemoteHost.from_uri(uri)
         self.boot_timeout = boot_timeout
         self._domain_type = domain_type
         self.options = kwargs
@@ -106,15 +113,12 @@ class LibvirtSubstrate(Substrate):
         return "qemu:///system"
 
     def on_host(self, spec) -> LibvirtSubstrate:
-        """Bound to the host's daemon: `qemu+ssh://` to this very machine is driven over SSH
+        """Bound to the host's daemon. `qemu+ssh://` to this very machine is driven over SSH
         (provider, API, power, gc; pool, bridges and VM addresses are local); another
-        machine's daemon is refused until the qcow2 copy and the SSH jump are wired."""
+        machine's daemon also gets the trial's image copied there once, its disks made
+        there and SSH to its nodes through it (module `remote`)."""
         if spec.libvirt == self.uri:
             return self
-        if not host.this_machine(spec.libvirt):
-            raise InputError(f"host {spec.name}: vm trials on another machine's libvirt "
-                             f"({spec.libvirt}) are not wired yet (valid: qemu:///system or "
-                             "qemu+ssh://root@localhost/system)", key=f"hosts[{spec.name}]")
         return type(self)(uri=spec.libvirt, domain_type=self._domain_type, settings=self.settings,
                           boot_timeout=self.boot_timeout, **self.options)
 
@@ -183,7 +187,12 @@ class LibvirtSubstrate(Substrate):
         return str(task_image(base, task, log=log))
 
     def domain_type(self) -> str:
-        """kvm when a kernel really boots under KVM here, else qemu (TCG)."""
+        """kvm when a kernel really boots under KVM on the libvirt host, else qemu (TCG)."""
+        if self._domain_type is None and self.remote is not None:
+            disk = image_dir() / "disk.qcow2"
+            boot = kernel_paths(disk)
+            self._domain_type = self.remote.domain_type(self.remote.stage(disk, boot)[
+                str(boot[0])])
         if self._domain_type is None:
             self._domain_type = detect_domain_type()
         return self._domain_type
@@ -237,30 +246,59 @@ class LibvirtSubstrate(Substrate):
         with egress in any phase gets an `open` network (the harness firewall gates each
         phase); a trial without starts with none, whatever an earlier trial of the same id
         left in the firewall's sets after a kill -9."""
+        return self._vars(spec, stage=True)
+
+    def plan_vars(self, spec: TrialSpec) -> dict[str, Any]:
+        """`terraform_vars` without copying the image to another machine's libvirt."""
+        return self._vars(spec, stage=False)
+
+    def _vars(self, spec: TrialSpec, stage: bool) -> dict[str, Any]:
         needs_egress = bool(getattr(spec.task, "needs_egress", False))
-        if not needs_egress:
+        bmc_nodes = self._bmc_nodes(spec)
+        if self.remote and (needs_egress or bmc_nodes):
+            raise InputError(f"task {spec.task.name}: {'virtual BMCs' if bmc_nodes else 'egress'}"
+                             f" on another machine's libvirt ({self.uri}) is not wired yet: "
+                             "run it on a host whose libvirt is this machine's",
+                             key="hosts")
+        if not needs_egress and not self.remote:
             egress.clear(naming.bridge_name(spec.trial_id))
         disk = Path(spec.image) if spec.image else image_dir() / "disk.qcow2"
         kernel, initrd = kernel_paths(disk)
         root = spec.root.resolve()
         cidr = self._cidr(spec)
-        bmc_nodes = self._bmc_nodes(spec)
         address = str(next(ipaddress.ip_network(cidr).hosts()))
         for node in bmc_nodes:
             bmc.write_config(root, node, naming.domain_name(spec.trial_id, node), address)
-        return {
+        public_key = ssh.ensure_key(root, naming.resource_prefix(spec.trial_id))
+        local = {"base_image": str(disk.resolve()), "kernel": str(kernel.resolve()),
+                 "initrd": str(initrd.resolve()), "disk_dir": str(root / "vm" / "disks"),
+                 "console_log_dir": str(root / "vm")}
+        return {**self._remote_vars(spec, local, disk, (kernel, initrd), stage),
+                "ssh_public_key": public_key, "record_dir": str(root / "vm"),
             "trial_id": naming.trial_name(spec.trial_id), "campaign": spec.campaign,
             "owner": owner.tag(), "libvirt_uri": self.uri,
             "bridge_name": naming.bridge_name(spec.trial_id), "cidr": cidr,
             "network_mode": "open" if needs_egress else "none",
-            "domain_type": self._task_domain_type(spec.task), "base_image": str(disk.resolve()),
-            "kernel": str(kernel.resolve()), "initrd": str(initrd.resolve()),
-            "disk_dir": str(root / "vm" / "disks"), "console_log_dir": str(root / "vm"),
-            "ssh_public_key": ssh.ensure_key(root, naming.resource_prefix(spec.trial_id)),
+            "domain_type": self._task_domain_type(spec.task),
             "nodes": self._task_nodes(spec), "bmc_nodes": bmc_nodes,
             "trial_root": str(root), "python": sys.executable,
             "start_timeout": max(300, int(self.boot_timeout)),
         }
+
+    def _remote_vars(self, spec: TrialSpec, local: dict[str, str], disk: Path,
+                     boot: tuple[Path, Path], stage: bool) -> dict[str, str]:
+        """The paths of `local` as the libvirt host sees them: these on this machine; on
+        another, the host's copy of the image chain and kernel (copied once when `stage`),
+        the trial's directory there, and the ssh_config that jumps through the host."""
+        if self.remote is None:
+            return local
+        staged = (self.remote.stage(disk, boot) if stage
+                  else self.remote.staged_paths(disk, boot))
+        there = self.remote.trial_dir(naming.resource_prefix(spec.trial_id))
+        ssh.write_jump(ssh.key_path(spec.root.resolve()), self.remote.proxy_command())
+        return {"base_image": staged[str(disk)], "kernel": staged[str(boot[0])],
+                "initrd": staged[str(boot[1])], "disk_dir": f"{there}/vm/disks",
+                "console_log_dir": f"{there}/vm", "host_ssh": self.remote.to_json()}
 
     def planned_outputs(self, tf_vars: dict[str, Any]) -> dict[str, Any] | None:
         """The outputs apply will produce (`terraform/outputs.tf`): addresses are fixed
@@ -416,8 +454,22 @@ class LibvirtSubstrate(Substrate):
 
     def leftovers(self, campaign: str | None = None, trial: str | None = None,
                   force: bool = False) -> list[str]:
-        return (host.leftovers(self.uri, campaign, trial, remove=False, force=force)
-                + bmc.leftovers(campaign, trial, remove=False, force=force))
+        return self._leftovers(campaign, trial, False, force)
+
+    def _leftovers(self, campaign: str | None, trial: str | None, remove: bool,
+                   force: bool) -> list[str]:
+        """libvirt's objects, BMC processes and, on another machine's libvirt, the trial
+        directories there that still hold files (an emptied one goes quietly)."""
+        found = (host.leftovers(self.uri, campaign, trial, remove=remove, force=force)
+                 + bmc.leftovers(campaign, trial, remove=remove, force=force))
+        if self.remote is not None:
+            prefixes, live = host.trial_prefixes(self.uri, campaign, trial, force)
+            dirs = [d for d in self.remote.trial_dirs() if not host.matches(d, live)
+                    and (prefixes is None or host.matches(d, prefixes))]
+            found += [f"file {self.remote.host}:{f}" for f in self.remote.files_in(dirs)]
+            if remove:
+                self.remote.remove_trials(dirs)
+        return found
 
     def live_nodes(self, campaign: str | None = None, trial: str | None = None,
                    force: bool = False) -> dict[str, list[Node]]:
@@ -435,10 +487,9 @@ class LibvirtSubstrate(Substrate):
               force: bool = False) -> list[str]:
         if trial:
             ssh.close_masters(trial)
-            if force or not owner.run_elsewhere(trial):
+            if self.remote is None and (force or not owner.run_elsewhere(trial)):
                 egress.clear(naming.bridge_name(trial))
-        return (host.leftovers(self.uri, campaign, trial, remove=True, force=force)
-                + bmc.leftovers(campaign, trial, remove=True, force=force))
+        return self._leftovers(campaign, trial, True, force)
 
     def preflight(self) -> None:
         missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -447,7 +498,10 @@ class LibvirtSubstrate(Substrate):
             raise PreflightError(f"vm substrate needs {', '.join(missing)} on PATH"
                                  + (f": apt-get install {' '.join(packages)}" if packages else ""))
         host.connect(self.uri).close()
-        firewall.require()  # the same table isolates the VMs' hx* bridges
+        if self.remote is not None:  # its tools and firewall; the image copied there
+            self.remote.prepare()
+        else:
+            firewall.require()  # the same table isolates the VMs' hx* bridges
         pin = self.providers["libvirt"]
         ptype = pin["source"].rsplit("/", 1)[-1]
         binary = (provider_mirror() / "registry.terraform.io" / pin["source"] / pin["version"]

@@ -104,8 +104,10 @@ def reboot(uri: str, domain: str) -> None:
         conn.close()
 
 
-def _matches(name: str, prefixes: list[str]) -> bool:
+def matches(name: str, prefixes: list[str]) -> bool:
+    """Whether `name` is one of `prefixes` or a resource named after one (`<prefix>-...`)."""
     return any(name == p or name.startswith(p + "-") for p in prefixes)
+
 
 
 def disk_paths(conn, xml: str, device: str | None = None) -> list[str]:
@@ -168,6 +170,16 @@ def _trial_prefixes(conn, campaign: str | None, trial: str | None, force: bool =
     return sorted(p for p, f in trials.items() if f.get("campaign") == campaign), live
 
 
+def trial_prefixes(uri: str, campaign: str | None, trial: str | None, force: bool = False
+                   ) -> tuple[list[str] | None, list[str]]:
+    """`_trial_prefixes` on a connection of its own."""
+    conn = connect(uri)
+    try:
+        return _trial_prefixes(conn, campaign, trial, force)
+    finally:
+        conn.close()
+
+
 def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None = None,
                         force: bool = False) -> dict[str, Path]:
     """Trial name -> trial directory of the running domains a sweep may touch.
@@ -183,8 +195,8 @@ def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None
         prefixes, live = _trial_prefixes(conn, campaign, trial, force)
         for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
             name = dom.name()
-            if (not name.startswith(PREFIX) or _matches(name, live)
-                    or (prefixes is not None and not _matches(name, prefixes))):
+            if (not name.startswith(PREFIX) or matches(name, live)
+                    or (prefixes is not None and not matches(name, prefixes))):
                 continue
             trial_name = _fields(dom).get("trial")
             for disk in _domain_disks(conn, dom):
@@ -208,8 +220,8 @@ def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
         prefixes, live = _trial_prefixes(conn, campaign, trial, force)
 
         def _owned(name: str) -> bool:
-            return (name.startswith(PREFIX) and not _matches(name, live)
-                    and (prefixes is None or _matches(name, prefixes)))
+            return (name.startswith(PREFIX) and not matches(name, live)
+                    and (prefixes is None or matches(name, prefixes)))
 
         for dom in conn.listAllDomains():
             if not _owned(dom.name()):
@@ -252,7 +264,7 @@ def leftovers(uri: str, campaign: str | None = None, trial: str | None = None,
                     pool.undefine()
     finally:
         conn.close()
-    for br in host_bridges():
+    for br in host_bridges() if this_machine(uri) else []:  # (another's are libvirt's)
         if br.startswith(PREFIX) and br not in spared and (prefixes is None or br in bridges):
             found.append(f"bridge {br}")
             if remove:

@@ -102,6 +102,10 @@ exit 3
 """
 
 
+REMOTE_COLD = ("another machine's libvirt: the saved states are files of this one (snapshot "
+               "start is not wired there yet)")
+
+
 class SnapshotError(Exception):
     """Why a snapshot start could not be done (the node then boots cold)."""
 
@@ -438,6 +442,8 @@ def start(args: argparse.Namespace, log=None) -> dict:
         if dom.isActive():
             return {"mode": "running", "reason": "already running"}
         mode, reason = effective_mode(args.mode)
+        if mode == "snapshot" and not host.this_machine(args.uri):
+            mode, reason = "cold", REMOTE_COLD
         record: dict = {"mode": mode}
         if mode == "snapshot":
             overlay, base = Path(args.overlay), Path(args.base)
@@ -489,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.record:
         path = Path(args.record)
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(record, indent=2) + "\n")
         tmp.replace(path)

@@ -68,13 +68,30 @@ def ensure_key(trial_root: Path, comment: str) -> str:
     return key.with_suffix(".pub").read_text().strip()
 
 
+def config_path(key: Path) -> Path:
+    """The trial's own ssh_config beside its key (`<trial>/ssh/config`): written when its
+    nodes are reached through a jump host (another machine's libvirt, `write_jump`)."""
+    return key.parent / "config"
+
+
+def write_jump(key: Path, proxy_command: str) -> None:
+    """Reach every node of the trial of `key` through `proxy_command` (an ssh_config
+    `ProxyCommand`): every ssh of this module, and Ansible's, reads the file."""
+    config_path(key).write_text(f"Host *\n  ProxyCommand {proxy_command}\n")
+
+
+def _config(key: Path) -> list[str]:
+    cfg = config_path(key)
+    return ["-F", str(cfg)] if cfg.exists() else []
+
+
 def ssh_argv(host: str, key: Path, user: str = "root", connect_timeout: int = 10,
              control: Path | None = None, port: int = 22) -> list[str]:
     """ssh to `host`; through the master at `control` when given (and listening)."""
     mux = ["-o", "ControlMaster=no", "-o", f"ControlPath={control}"] if control else []
     where = ["-p", str(port)] if port != 22 else []
-    return ["ssh", "-i", str(key), "-o", f"ConnectTimeout={connect_timeout}", *SSH_OPTIONS,
-            *mux, *where, f"{user}@{host}"]
+    return ["ssh", *_config(key), "-i", str(key), "-o", f"ConnectTimeout={connect_timeout}",
+            *SSH_OPTIONS, *mux, *where, f"{user}@{host}"]
 
 
 def as_root(line: str, user: str = "root") -> str:
@@ -119,7 +136,8 @@ def ansible_args(host: str, key: Path, user: str = "root", port: int = 22) -> st
     """`ansible_ssh_common_args` for a node: Ansible's ssh goes through the node's master
     (the harness's, when it listens; else Ansible's own ssh becomes the master there)."""
     path = _control_path_or_none(host, key, user, port)
-    return ANSIBLE_SSH_ARGS + (f" -o ControlPath={path}" if path is not None else "")
+    jump = f" -F {shlex.quote(str(config_path(key)))}" if config_path(key).exists() else ""
+    return ANSIBLE_SSH_ARGS + jump + (f" -o ControlPath={path}" if path is not None else "")
 
 
 def _listening(path: Path) -> bool:
@@ -149,7 +167,8 @@ async def _ensure_master(host: str, key: Path, user: str = "root",
     async with lock:
         if not _listening(path):
             # ssh takes an option's first value: the master's keepalives come first
-            argv = ["ssh", "-M", "-N", "-f", "-i", str(key), "-o", "ServerAliveInterval=5",
+            argv = ["ssh", *_config(key), "-M", "-N", "-f", "-i", str(key),
+                    "-o", "ServerAliveInterval=5",
                     "-o", "ServerAliveCountMax=3", "-o", "ConnectTimeout=10", *SSH_OPTIONS,
                     "-o", f"ControlPath={path}", "-o", f"ControlPersist={MASTER_IDLE_SEC}",
                     "-p", str(port), f"{user}@{host}"]
@@ -319,15 +338,18 @@ async def wait_ready(host: str, key: Path, timeout: float, cmd: str = "true",
     commands and Ansible runs that follow skip a key exchange on the guest: `ansible_args`)."""
     started = time.monotonic()
     last = ""
+    direct = not config_path(key).exists()  # through a jump host, only ssh tells
     while time.monotonic() - started < timeout:
-        if not await port_open(host, port):
+        if direct and not await port_open(host, port):
             last = f"port {port} of {host} not open yet"
             await asyncio.sleep(0.2)
             continue
-        if master:
+        if master and direct:
             await _ensure_master(host, key, user, port)
         result = await probe(host, key, cmd, user=user, port=port)
         if result.ok:
+            if master and not direct:  # (a master through a jump waits on a booting node)
+                await _ensure_master(host, key, user, port)
             return time.monotonic() - started
         last = result.stderr
         await asyncio.sleep(0.5)

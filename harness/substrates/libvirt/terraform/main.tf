@@ -68,15 +68,20 @@ resource "terraform_data" "disks" {
   for_each = local.nodes
 
   input = {
-    overlay = each.value.overlay
-    seed    = each.value.seed
-    data    = [for d in each.value.data : d.path]
+    overlay  = each.value.overlay
+    seed     = each.value.seed
+    data     = [for d in each.value.data : d.path]
+    host_ssh = var.host_ssh
+    python   = var.python
+    # on another machine's libvirt: its console log comes back into the trial dir first
+    fetch = var.host_ssh == "" ? "" : "${each.value.console_log} ${coalesce(var.record_dir, var.console_log_dir)}/${basename(each.value.console_log)}"
   }
   triggers_replace = [var.base_image, var.ssh_public_key, local.hosts_file, each.value.data, each.value.root_mb]
 
   provisioner "local-exec" {
-    command = "${path.module}/files/make-disks.sh"
+    command = var.host_ssh == "" ? "${path.module}/files/make-disks.sh" : "'${var.python}' -m harness.substrates.libvirt.remote script '${path.module}/files/make-disks.sh'"
     environment = {
+      HX_SSH             = var.host_ssh
       HX_BASE            = var.base_image
       HX_OVERLAY         = each.value.overlay
       HX_SEED            = each.value.seed
@@ -92,8 +97,16 @@ resource "terraform_data" "disks" {
   }
 
   provisioner "local-exec" {
-    when    = destroy
-    command = "rm -f '${join("' '", concat([self.input.overlay, self.input.seed], self.input.data))}'"
+    when = destroy
+    # the files are the lines of $HX_FILES; removed here, or on the libvirt host (host_ssh,
+    # after copying the console log of $HX_FETCH back)
+    command = (self.input.host_ssh == "" ? "printf \"%s\\n\" \"$HX_FILES\" | xargs -r -d \"\\n\" rm -f --"
+    : "'${self.input.python}' -m harness.substrates.libvirt.remote clean")
+    environment = {
+      HX_SSH   = self.input.host_ssh
+      HX_FETCH = self.input.fetch
+      HX_FILES = join("\n", concat([self.input.overlay, self.input.seed], self.input.data))
+    }
   }
 }
 
@@ -157,7 +170,7 @@ resource "terraform_data" "start" {
       "--base '${var.base_image}' --mac '${each.value.mac}' --ip '${each.value.ip}'",
       "--mode '${each.value.start}' --owner '${var.owner}' --timeout ${var.start_timeout}",
       "--data-mb '${join(",", [for mb in each.value.data_mb : tostring(mb)])}'",
-      "--record '${var.console_log_dir}/start-${each.key}.json'",
+      "--record '${coalesce(var.record_dir, var.console_log_dir)}/start-${each.key}.json'",
     ])
   }
 }

@@ -96,13 +96,25 @@ variable "kernel_cmdline" {
 }
 
 variable "disk_dir" {
-  description = "Absolute directory (in the trial dir) of the trial's storage pool: per-node overlays, seed and data disks only."
+  description = "Absolute directory (in the trial dir; on the libvirt host when host_ssh is set) of the trial's storage pool: per-node overlays, seed and data disks only."
   type        = string
 }
 
 variable "console_log_dir" {
-  description = "Absolute directory (in the trial dir) for the per-node serial console logs."
+  description = "Absolute directory (in the trial dir; on the libvirt host when host_ssh is set) for the per-node serial console logs."
   type        = string
+}
+
+variable "record_dir" {
+  description = "Absolute local directory (in the trial dir) for the per-node start records; default: console_log_dir."
+  type        = string
+  default     = ""
+}
+
+variable "host_ssh" {
+  description = "Empty when the libvirt host is this machine; else its SSH login as JSON (harness.substrates.libvirt.remote.RemoteHost): the disks are made and removed there, under disk_dir on that host."
+  type        = string
+  default     = ""
 }
 
 variable "ssh_public_key" {

@@ -1,0 +1,91 @@
+"""A VM campaign on another machine's libvirt (markers: libvirt, slow): the host `far` is
+`qemu+ssh://root@127.0.0.2/system`, which the harness takes for another machine (its name
+is not this machine's), so everything goes the remote way for real: the base image and
+kernel are copied once into that host's /var/lib/harness/images, the trial's disks and
+console logs are made there over SSH, nodes boot cold (snapshot start is local-only), SSH
+and Ansible reach the nodes through the host as a jump host, and teardown brings the
+console logs back and leaves nothing there. vm-fstab-durability with the oracle (1.0,
+through its reboot gate) and nop (< 0.5) agents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.paths import harness_home
+from harness.substrates import get_substrate
+from harness.substrates.libvirt import remote, ssh
+from harness.substrates.libvirt.snapshot import REMOTE_COLD
+from tests.integration.faultcheck import REPO, cli
+from tests.integration.test_libvirt_substrate import libvirt_unavailable
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.slow,
+              pytest.mark.skipif(libvirt_unavailable() is not None,
+                                 reason=str(libvirt_unavailable()))]
+
+NAME = "pytest-vm-remote"
+TASK = "vm-fstab-durability"
+
+
+def far_host() -> dict:
+    key = harness_home() / "ssh" / "id_ed25519"
+    return {"name": "far", "libvirt": f"qemu+ssh://root@127.0.0.2/system?keyfile={key}&no_tty=1",
+            "capacity": {"cpus": 2, "memory_mb": 12288, "max_trials": {"vm": 1}}}
+
+
+def far_trials() -> list[str]:
+    trials = Path(remote.REMOTE_DIR) / "trials"
+    return sorted(p.name for p in trials.iterdir() if NAME in p.name) if trials.exists() else []
+
+
+def test_vm_campaign_on_another_machines_libvirt(tmp_path):
+    camp = tmp_path / "c.yaml"
+    camp.write_text(yaml.safe_dump({
+        "name": NAME, "tasks": [str(REPO / "tasks" / TASK)],
+        "agents": [{"name": "oracle"}, {"name": "nop"}], "attempts": 1, "concurrency": 1,
+        "hosts": [far_host()]}))
+    run_dir = tmp_path / "run"
+    try:
+        res = cli("campaign", "apply", str(camp), "--out", str(run_dir), "--json", timeout=1500)
+        assert res.returncode == 0, res.stderr[-2000:]
+        recs = {p.parent.name: json.loads(p.read_text())
+                for p in (run_dir / "trials").glob("*/result.json")}
+        assert len(recs) == 2
+        for tid, r in recs.items():
+            root = run_dir / "trials" / tid
+            took = sum(t["seconds"] for t in r["timings"].values())
+            print(f"{r['agent']['name']} on {r['host']}: reward {r['reward']} in {took:.0f}s")
+            assert r["host"] == "far" and r["leaks"] == []
+            if r["agent"]["name"] == "oracle":
+                assert (r["status"], r["reward"]) == ("passed", 1.0), r["error"]
+                assert r["gates"]["durability"]["reward"] == 1.0, r["gates"]
+            else:
+                assert r["status"] == "failed" and r["reward"] < 0.5, r["error"]
+            tf_vars = json.loads((root / "terraform" / "main.tf.json").read_text())
+            inputs = tf_vars["module"]["trial"]
+            assert inputs["disk_dir"].startswith(f"{remote.REMOTE_DIR}/trials/hx-"), inputs
+            assert inputs["base_image"].startswith(f"{remote.REMOTE_DIR}/images/")
+            start = json.loads((root / "vm" / "start-node0.json").read_text())
+            assert (start["mode"], start["reason"]) == ("cold", REMOTE_COLD)
+            console = root / "vm" / f"hx-{inputs['trial_id']}-node0-console.log"
+            assert "Linux version" in console.read_text(errors="replace"), "fetched back"
+            jump = ssh.config_path(ssh.key_path(root.resolve())).read_text()
+            assert "ProxyCommand ssh" in jump and "root@127.0.0.2" in jump
+            assert not list((root / "vm").glob("disks/*")), "no disk is made here"
+        staged = Path(inputs["base_image"])
+        assert staged.exists() and (staged.parent / f".{staged.name}.staged").exists()
+        assert far_trials() == [], "the trial directories on the host are gone"
+    finally:
+        cli("gc", "--hosts", str(camp), "--campaign", NAME)
+    sub = get_substrate("vm").on_host(_spec(camp))
+    assert sub.leftovers(campaign=NAME) == []
+    assert far_trials() == []
+
+
+def _spec(camp: Path):
+    from harness.placement import load_hosts
+
+    return load_hosts(yaml.safe_load(camp.read_text())["hosts"]).hosts[0]
