@@ -15,6 +15,11 @@ Uplinks are the interfaces of the host's default routes plus `extra_uplinks` (co
 `egress_uplinks`); traffic to any other interface (docker0, libvirt's, the LAN of a second
 NIC without a default route) is dropped. Needs root (as the harness runs trials).
 
+"The host" is the machine whose kernel holds the bridge: this one, unless a `runner` is
+given (a callable running an argv there, e.g. `RemoteHost.command` for another machine's
+libvirt); the firewall's table, the routes and the allowlist's DNS answers are then that
+host's.
+
 `enforce()` is what a substrate's `set_egress` does with it: the sets, then the allowlist's
 answers pinned into every node's /etc/hosts and, where the nodes' resolver is the trial
 bridge's own address (libvirt's dnsmasq; the firewall answers DNS there only for a bridge
@@ -29,30 +34,38 @@ import json
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 
 from harness.config import load_settings
 from harness.errors import SubstrateError
 from harness.substrates.firewall import TABLE
 
-
-def _nft(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
-    nft = shutil.which("nft") or "/usr/sbin/nft"
-    return subprocess.run([nft, *args], input=stdin, capture_output=True, text=True)
+Runner = Callable[[list[str], "str | None"], subprocess.CompletedProcess]
 
 
-def default_uplinks() -> list[str]:
+def run_here(argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    """The default runner: `argv` on this machine (text in and out)."""
+    tool = shutil.which(argv[0]) or f"/usr/sbin/{argv[0]}"
+    return subprocess.run([tool, *argv[1:]], input=stdin, capture_output=True, text=True)
+
+
+def _nft(args: list[str], stdin: str | None = None, runner: Runner | None = None
+         ) -> subprocess.CompletedProcess:
+    return (runner or run_here)(["nft", *args], stdin)
+
+
+def default_uplinks(runner: Runner | None = None) -> list[str]:
     """The interfaces of the host's IPv4 default routes."""
-    proc = subprocess.run(["ip", "-j", "route", "show", "default"], capture_output=True,
-                          text=True)
+    proc = (runner or run_here)(["ip", "-j", "route", "show", "default"], None)
     try:
         return sorted({r["dev"] for r in json.loads(proc.stdout or "[]") if r.get("dev")})
     except (ValueError, TypeError):
         return []
 
 
-def resolve(hosts: list[str]) -> dict[str, list[str]]:
+def resolve(hosts: list[str], runner: Runner | None = None) -> dict[str, list[str]]:
     """host -> its IPv4 addresses, resolved now on the host (a literal maps to itself;
-    a name that does not resolve maps to [])."""
+    a name that does not resolve maps to []); on another host through `getent`."""
     out: dict[str, list[str]] = {}
     for host in hosts:
         try:
@@ -60,6 +73,11 @@ def resolve(hosts: list[str]) -> dict[str, list[str]]:
             continue
         except ValueError:
             pass
+        if runner is not None:
+            proc = runner(["getent", "ahostsv4", host], None)
+            out[host] = sorted({line.split()[0] for line in proc.stdout.splitlines()
+                                if line.strip()}) if proc.returncode == 0 else []
+            continue
         try:
             infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
         except OSError:
@@ -69,9 +87,9 @@ def resolve(hosts: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _elements(set_name: str, bridge: str) -> list[str]:
+def _elements(set_name: str, bridge: str, runner: Runner | None = None) -> list[str]:
     """The set's current elements for `bridge`, in nft syntax."""
-    proc = _nft(["-j", "list", "set", "inet", TABLE, set_name])
+    proc = _nft(["-j", "list", "set", "inet", TABLE, set_name], runner=runner)
     if proc.returncode != 0:
         raise SubstrateError("egress", f"the trial firewall has no set {set_name} "
                              "(an older harness loaded it): run `sudo scripts/setup.sh`")
@@ -87,41 +105,43 @@ def _elements(set_name: str, bridge: str) -> list[str]:
     return found
 
 
-def apply(bridge: str, policy, extra_uplinks: list[str] = ()) -> dict[str, list[str]]:
+def apply(bridge: str, policy, extra_uplinks: list[str] = (), runner: Runner | None = None
+          ) -> dict[str, list[str]]:
     """Make the firewall's sets carry `policy` (a task's `NetworkPolicy`: `mode`,
     `allowed_hosts`) for `bridge`; return the pinned answers (host -> addresses) of an
     allowlist, else {}."""
     lines = [f"add element inet {TABLE} uplinks {{ \"{dev}\" }}"
-             for dev in [*default_uplinks(), *extra_uplinks]]
+             for dev in [*default_uplinks(runner), *extra_uplinks]]
     for set_name in ("egress_public", "egress_allow"):
-        old = _elements(set_name, bridge)
+        old = _elements(set_name, bridge, runner)
         if old:
             lines.append(f"delete element inet {TABLE} {set_name} {{ {', '.join(old)} }}")
     pins: dict[str, list[str]] = {}
     if policy.mode == "public":
         lines.append(f"add element inet {TABLE} egress_public {{ \"{bridge}\" }}")
     elif policy.mode == "allowlist":
-        pins = resolve(policy.allowed_hosts)
+        pins = resolve(policy.allowed_hosts, runner)
         addrs = sorted({a for found in pins.values() for a in found})
         if addrs:
             elems = ", ".join(f'"{bridge}" . {a}' for a in addrs)
             lines.append(f"add element inet {TABLE} egress_allow {{ {elems} }}")
-    proc = _nft(["-f", "-"], "\n".join(lines) + "\n")
+    proc = _nft(["-f", "-"], "\n".join(lines) + "\n", runner)
     if proc.returncode != 0:
         raise SubstrateError("egress", f"nft could not set egress {policy.describe()} for "
                              f"{bridge}: {proc.stderr.strip()[-300:]}")
     return pins
 
 
-def clear(bridge: str) -> None:
+def clear(bridge: str, runner: Runner | None = None) -> None:
     """No egress for `bridge` any more (teardown); quiet when the table or nft is gone."""
     try:
         lines = [f"delete element inet {TABLE} {name} {{ {', '.join(old)} }}"
-                 for name in ("egress_public", "egress_allow") if (old := _elements(name, bridge))]
+                 for name in ("egress_public", "egress_allow")
+                 if (old := _elements(name, bridge, runner))]
+        if lines:
+            _nft(["-f", "-"], "\n".join(lines) + "\n", runner)
     except (SubstrateError, OSError, ValueError):
         return
-    if lines:
-        _nft(["-f", "-"], "\n".join(lines) + "\n")
 
 
 def uplinks(settings=None, extra: list[str] = ()) -> list[str]:
@@ -132,11 +152,12 @@ def uplinks(settings=None, extra: list[str] = ()) -> list[str]:
 
 
 async def enforce(substrate, bridge: str, nodes: list, policy, extra_uplinks: list[str] = (),
-                  resolver: str | None = None) -> dict[str, list[str]]:
+                  resolver: str | None = None, runner: Runner | None = None
+                  ) -> dict[str, list[str]]:
     """`apply` for the trial's bridge, then on every node: the allowlist's answers pinned
     into /etc/hosts; with `resolver` (the bridge's own address) and `public`, the
     nodes' /etc/resolv.conf names it. Returns the pins."""
-    pins = await asyncio.to_thread(apply, bridge, policy, extra_uplinks)
+    pins = await asyncio.to_thread(apply, bridge, policy, extra_uplinks, runner)
     script = hosts_script(pins) if policy.mode == "allowlist" else None
     if policy.mode == "public" and resolver:
         script = f"printf 'nameserver {resolver}\\n' > /etc/resolv.conf"

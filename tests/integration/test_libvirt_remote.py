@@ -5,22 +5,27 @@ kernel are copied once into that host's /var/lib/harness/images, the trial's dis
 console logs are made there over SSH, nodes boot cold (snapshot start is local-only), SSH
 and Ansible reach the nodes through the host as a jump host, and teardown brings the
 console logs back and leaves nothing there. vm-fstab-durability with the oracle (1.0,
-through its reboot gate) and nop (< 0.5) agents."""
+through its reboot gate) and nop (< 0.5) agents; and the network modes per phase
+(`test_task_formats_vm`) there: the firewall's sets and the allowlist's DNS answers are
+that host's."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.paths import harness_home
+from harness.placement import load_hosts
 from harness.substrates import get_substrate
 from harness.substrates.libvirt import remote, ssh
 from harness.substrates.libvirt.snapshot import REMOTE_COLD
 from tests.integration.faultcheck import REPO, cli
 from tests.integration.test_libvirt_substrate import libvirt_unavailable
+from tests.integration.test_task_formats_vm import network_modes_trial
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow,
               pytest.mark.skipif(libvirt_unavailable() is not None,
@@ -86,6 +91,11 @@ def test_vm_campaign_on_another_machines_libvirt(tmp_path):
 
 
 def _spec(camp: Path):
-    from harness.placement import load_hosts
-
     return load_hosts(yaml.safe_load(camp.read_text())["hosts"]).hosts[0]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_vm_network_modes_on_another_machines_libvirt(outside, tmp_path):
+    sub = get_substrate("vm").on_host(load_hosts([far_host()]).hosts[0])
+    assert sub.remote is not None
+    network_modes_trial(outside, tmp_path, sub)

@@ -52,6 +52,11 @@ def test_vm_network_modes_per_phase(outside, tmp_path):
     window and public egress for the verifier, against the stand-in outside: allowed and
     denied per mode; the host, the trial's own gateway and another trial never answer;
     DNS through the trial network's resolver only in public mode."""
+    network_modes_trial(outside, tmp_path, get_substrate("vm"))
+
+
+def network_modes_trial(outside, tmp_path, sub) -> None:
+    """The vm-egress task's oracle trial on `sub` (bound to a libvirt host), its checks."""
     task_dir = tmp_path / "vm-egress"
     shutil.copytree(EGRESS_TASK, task_dir)
     targets = (f"OUTSIDE_A={outside.a}\nOUTSIDE_B={outside.b}\nHOST_ADDR={outside.gw}\n"
@@ -62,7 +67,6 @@ def test_vm_network_modes_per_phase(outside, tmp_path):
     toml.write_text(toml.read_text().replace('"outside-a.invalid"', f'"{outside.a}"'))
     task = load_task(task_dir)
     trial_id = make_trial_id(task.name, "oracle", 1)
-    sub = get_substrate("vm")
     trial = Trial(task=task, agent=get_agent("oracle"), substrate=sub,
                   root=tmp_path / "trials" / trial_id, trial_id=trial_id, campaign="vm-pytest")
     rec = asyncio.run(trial.run())

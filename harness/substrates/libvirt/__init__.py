@@ -255,13 +255,12 @@ class LibvirtSubstrate(Substrate):
     def _vars(self, spec: TrialSpec, stage: bool) -> dict[str, Any]:
         needs_egress = bool(getattr(spec.task, "needs_egress", False))
         bmc_nodes = self._bmc_nodes(spec)
-        if self.remote and (needs_egress or bmc_nodes):
-            raise InputError(f"task {spec.task.name}: {'virtual BMCs' if bmc_nodes else 'egress'}"
-                             f" on another machine's libvirt ({self.uri}) is not wired yet: "
-                             "run it on a host whose libvirt is this machine's",
-                             key="hosts")
-        if not needs_egress and not self.remote:
-            egress.clear(naming.bridge_name(spec.trial_id))
+        if self.remote and bmc_nodes:
+            raise InputError(f"task {spec.task.name}: virtual BMCs on another machine's "
+                             f"libvirt ({self.uri}) are not wired yet: run it on a host "
+                             "whose libvirt is this machine's", key="hosts")
+        if not needs_egress:
+            egress.clear(naming.bridge_name(spec.trial_id), self._runner())
         disk = Path(spec.image) if spec.image else image_dir() / "disk.qcow2"
         kernel, initrd = kernel_paths(disk)
         root = spec.root.resolve()
@@ -405,7 +404,12 @@ class LibvirtSubstrate(Substrate):
         through libvirt's dnsmasq on the bridge's own address."""
         gateway = next((n.extra.get("gateway") for n in nodes if n.extra.get("gateway")), None)
         return await egress.enforce(self, naming.bridge_name(trial_id), nodes, policy,
-                                    egress.uplinks(self.settings), resolver=gateway)
+                                    egress.uplinks(self.settings), resolver=gateway,
+                                    runner=self._runner())
+
+    def _runner(self):
+        """Where the firewall's sets are: this machine's (None), or the libvirt host's."""
+        return self.remote.command if self.remote is not None else None
 
     async def power(self, node: Node, action: str) -> str:
         """Through the node's virtual BMC (real IPMI) when it has one, else libvirt."""
@@ -487,8 +491,8 @@ class LibvirtSubstrate(Substrate):
               force: bool = False) -> list[str]:
         if trial:
             ssh.close_masters(trial)
-            if self.remote is None and (force or not owner.run_elsewhere(trial)):
-                egress.clear(naming.bridge_name(trial))
+            if force or not owner.run_elsewhere(trial):
+                egress.clear(naming.bridge_name(trial), self._runner())
         return self._leftovers(campaign, trial, True, force)
 
     def preflight(self) -> None:

@@ -97,6 +97,14 @@ class RemoteHost:
             raise SubstrateError("vm", f"{self.user}@{self.host}: no answer in {timeout:.0f}s "
                                  f"to: {script[:80]}") from exc
 
+    def command(self, argv: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+        """`argv` on the host as root, text in and out (`egress`'s runner)."""
+        proc = self.run(shlex.join(argv), stdin.encode() if stdin is not None else None,
+                        timeout=120)
+        return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                           proc.stdout.decode(errors="replace"),
+                                           proc.stderr.decode(errors="replace"))
+
     def check(self, script: str, what: str, stdin=None, timeout: float = 900) -> str:
         proc = self.run(script, stdin, timeout)
         if proc.returncode != 0:
