@@ -5,12 +5,14 @@ kernel are copied once into that host's /var/lib/harness/images, the trial's dis
 console logs are made there over SSH, nodes boot cold (snapshot start is local-only), SSH
 and Ansible reach the nodes through the host as a jump host, and teardown brings the
 console logs back and leaves nothing there. vm-fstab-durability with the oracle (1.0,
-through its reboot gate) and nop (< 0.5) agents; and the network modes per phase
-(`test_task_formats_vm`) there: the firewall's sets and the allowlist's DNS answers are
-that host's."""
+through its reboot gate) and nop (< 0.5) agents; ipmi-power-recovery's oracle there, its
+node1 BMC's port relayed from the host's bridge (`bmc_relay`), and node0 reading the power
+state the harness sets; and the network modes per phase (`test_task_formats_vm`) there: the
+firewall's sets and the allowlist's DNS answers are that host's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -18,11 +20,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.agents import get_agent
 from harness.paths import harness_home
 from harness.placement import load_hosts
 from harness.substrates import get_substrate
 from harness.substrates.libvirt import remote, ssh
 from harness.substrates.libvirt.snapshot import REMOTE_COLD
+from harness.task import load_task
+from harness.trial import Trial, make_trial_id
 from tests.integration.faultcheck import REPO, cli
 from tests.integration.test_libvirt_substrate import libvirt_unavailable
 from tests.integration.test_task_formats_vm import network_modes_trial
@@ -99,3 +104,37 @@ def test_vm_network_modes_on_another_machines_libvirt(outside, tmp_path):
     sub = get_substrate("vm").on_host(load_hosts([far_host()]).hosts[0])
     assert sub.remote is not None
     network_modes_trial(outside, tmp_path, sub)
+
+
+def test_ipmi_power_recovery_with_a_relayed_bmc_on_another_machines_libvirt(tmp_path):
+    task = load_task(REPO / "tasks" / "ipmi-power-recovery")
+    trial_id = make_trial_id(task.name, "oracle", 1)
+    sub = get_substrate("vm-cluster").on_host(load_hosts([far_host()]).hosts[0])
+    trial = Trial(task=task, agent=get_agent("oracle"), substrate=sub,
+                  root=tmp_path / "trials" / trial_id, trial_id=trial_id,
+                  campaign=NAME, keep=True)
+
+    async def scenario():
+        rec = await trial.run()
+        try:
+            assert rec.status == "passed" and rec.reward == 1.0, (rec.error, rec.checks)
+            node0, node1 = trial.env.node("node0"), trial.env.node("node1")
+            bmc = node1.extra["bmc"]
+            assert bmc["local_port"] and bmc["port"] != bmc["local_port"], bmc
+            status = ". /etc/harness/bmc-credentials; ipmitool -I lanplus -C 3 " \
+                '-H "${node1_bmc%:*}" -p "${node1_bmc#*:}" -U "$node1_bmc_user" ' \
+                '-P "$node1_bmc_password" chassis power status'
+            assert await sub.power(node1, "off") == "off"
+            seen = await sub.exec(node0, status, timeout=30)
+            assert "is off" in seen.stdout, seen.stdout + seen.stderr
+            assert await sub.power(node1, "on") == "on"
+            seen = await sub.exec(node0, status, timeout=30)
+            assert "is on" in seen.stdout, seen.stdout + seen.stderr
+        finally:
+            sub.sweep(trial=trial_id)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        sub.sweep(trial=trial_id, force=True)
+    assert sub.leftovers(trial=trial_id) == [] and far_trials() == []

@@ -221,8 +221,6 @@ def test_another_machines_libvirt_gets_host_paths_and_a_jump(tmp_path, monkeypat
     argv = ssh.ssh_argv("10.231.7.10", key)
     assert argv[1:3] == ["-F", str(ssh.config_path(key))]
     assert f"-F {ssh.config_path(key)}" in ssh.ansible_args("10.231.7.10", key)
-    with pytest.raises(InputError, match=r"virtual BMCs on another machine's libvirt"):
-        sub.terraform_vars(_vm_spec(tmp_path, nodes=[SimpleNamespace(name="node0", bmc=1)]))
 
 
 def _shard_dir(root: Path, done: list[str], sha: str = "s") -> Path:

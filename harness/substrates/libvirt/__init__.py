@@ -255,10 +255,6 @@ class LibvirtSubstrate(Substrate):
     def _vars(self, spec: TrialSpec, stage: bool) -> dict[str, Any]:
         needs_egress = bool(getattr(spec.task, "needs_egress", False))
         bmc_nodes = self._bmc_nodes(spec)
-        if self.remote and bmc_nodes:
-            raise InputError(f"task {spec.task.name}: virtual BMCs on another machine's "
-                             f"libvirt ({self.uri}) are not wired yet: run it on a host "
-                             "whose libvirt is this machine's", key="hosts")
         if not needs_egress:
             egress.clear(naming.bridge_name(spec.trial_id), self._runner())
         disk = Path(spec.image) if spec.image else image_dir() / "disk.qcow2"

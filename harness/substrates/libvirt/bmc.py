@@ -11,6 +11,11 @@ per-trial UDP port::
     <trial>/vm/bmc/<node>.pid    pid of the BMC process
     <trial>/vm/bmc/<node>.log    its output
 
+On another machine's libvirt (`$HX_SSH`: the host's SSH login, from Terraform) the BMC
+listens on 127.0.0.1 here and its port on the bridge address is the host's, relayed over
+SSH (`bmc_relay`); the config then also holds `local_port`, which the harness's own IPMI
+client (`client_power`) uses.
+
 Its command line carries `--name hx-<trial>-<node>-bmc --campaign C --owner TAG`, so
 `leftovers`/`sweep` find it after a crash. A BMC also exits on its own once its domain has
 been gone for a few seconds. The client side (`power`) uses pyghmi with the SHA-1 cipher
@@ -129,11 +134,27 @@ def bmc_class(power):
     return DomainBmc
 
 
-def serve(cfg: dict, uri: str) -> None:
+def _save(path: Path, cfg: dict) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(cfg, fh)
+
+
+def _relay(cfg: dict, local: int, preferred: int):
+    """The BMC's port on the libvirt host's bridge address, relayed to `local` here."""
+    from harness.substrates.libvirt.bmc_relay import Relay
+    from harness.substrates.libvirt.remote import SSH_ENV, RemoteHost
+
+    return Relay(RemoteHost.from_json(os.environ[SSH_ENV]), cfg["address"], local,
+                 preferred, sys.stdout)
+
+
+def serve(cfg: dict, uri: str, path: Path | None = None) -> None:
     """Run the BMC in this process until its domain disappears. One libvirt connection,
     kept (made again when it dies), serves its power commands and the liveness check: a
     new one every 2 s is an SSH login each over qemu+ssh, and a BMC busy logging in
-    answers late."""
+    answers late. Behind a relay (another machine's libvirt) the ports go into the config
+    at `path` once known; a relay that dies is started again on the same port."""
     import libvirt  # the vm extra's SDKs: imported by the BMC process only
     from pyghmi.ipmi.private import session as ipmisession
 
@@ -155,12 +176,23 @@ def serve(cfg: dict, uri: str) -> None:
         conn().lookupByName(domain).shutdown()
         return "on"
 
-    bmc_class(power)({cfg["user"]: cfg["password"]}, port=int(cfg["port"]),
-                     address=cfg["address"])
-    print(f"bmc for {domain} listening on {cfg['address']}:{cfg['port']}", flush=True)
+    relay = None
+    if os.environ.get("HX_SSH"):
+        cfg["local_port"] = free_udp_port("127.0.0.1")
+        relay = _relay(cfg, cfg["local_port"], free_udp_port("127.0.0.1"))
+        cfg["port"] = relay.port
+        _save(path, cfg)
+    bmc_class(power)({cfg["user"]: cfg["password"]},
+                     port=int(cfg.get("local_port") or cfg["port"]),
+                     address="127.0.0.1" if relay else cfg["address"])
+    print(f"bmc for {domain} listening on {cfg['address']}:{cfg['port']}"
+          + (f" (relayed to 127.0.0.1:{cfg['local_port']})" if relay else ""), flush=True)
     missing = 0
     while missing < 3:
         ipmisession.Session.wait_for_rsp(2)
+        if relay is not None and not relay.alive():
+            print("bmc relay ended; starting it again", flush=True)
+            relay = _relay(cfg, cfg["local_port"], cfg["port"])
         try:
             conn().lookupByName(domain)
             missing = 0
@@ -180,8 +212,10 @@ def start(trial_root: Path, node: str, name: str, campaign: str, owner_tag: str,
     pidfile = base.with_suffix(".pid")
     if pidfile.exists() and _alive(int(pidfile.read_text() or 0)):
         return cfg
-    cfg["port"] = free_udp_port(cfg["address"])
-    config_path(trial_root, node).write_text(json.dumps(cfg))
+    relayed = bool(os.environ.get("HX_SSH"))  # the port is the libvirt host's: serve picks it
+    if not relayed:
+        cfg["port"] = free_udp_port(cfg["address"])
+        config_path(trial_root, node).write_text(json.dumps(cfg))
     log = base.with_suffix(".log").open("a")
     proc = subprocess.Popen(
         [sys.executable, "-W", "ignore::RuntimeWarning", "-m", MODULE, "serve", "--name", name,
@@ -195,7 +229,7 @@ def start(trial_root: Path, node: str, name: str, campaign: str, owner_tag: str,
             raise SubstrateError("vm", f"BMC for {node} exited (code {proc.returncode})",
                                  base.with_suffix(".log").read_text()[-1500:])
         if "listening" in base.with_suffix(".log").read_text():
-            return cfg
+            return read_config(trial_root, node) if relayed else cfg
         time.sleep(0.2)
     stop_pid(proc.pid)
     raise SubstrateError("vm", f"BMC for {node} did not start in {timeout:.0f}s")
@@ -328,14 +362,17 @@ def _client_power_here(cfg: dict, action: str) -> str:
     from pyghmi.ipmi import command
     from pyghmi.ipmi.private import session as ipmisession
 
-    _force_sha1(cfg["address"], int(cfg["port"]))
+    # behind a relay the harness talks to the BMC here (the bridge is the libvirt host's)
+    address, port = (("127.0.0.1", int(cfg["local_port"])) if cfg.get("local_port")
+                     else (cfg["address"], int(cfg["port"])))
+    _force_sha1(address, port)
     ipmi = None
     # pyghmi keeps finished logins in `initting_sessions`; a later Command() to the same BMC
     # would wait on that stale entry forever
     ipmisession.Session.initting_sessions.pop(
-        (cfg["address"], cfg["user"], cfg["password"], int(cfg["port"]), None), None)
+        (address, cfg["user"], cfg["password"], port, None), None)
     try:
-        ipmi = command.Command(bmc=cfg["address"], port=int(cfg["port"]), userid=cfg["user"],
+        ipmi = command.Command(bmc=address, port=port, userid=cfg["user"],
                                password=cfg["password"], keepalive=False)
         if action != "status":
             ipmi.set_power({"cycle": "boot"}.get(action, action), wait=False)
@@ -364,7 +401,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.command == "serve":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        serve(json.loads(Path(args.config).read_text()), args.uri)
+        serve(json.loads(Path(args.config).read_text()), args.uri, Path(args.config))
     elif args.command == "power":
         try:
             print(_client_power_here(json.load(sys.stdin), args.action))

@@ -185,7 +185,8 @@ resource "terraform_data" "bmc" {
   }
 
   provisioner "local-exec" {
-    command = "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.bmc start --trial-root '${var.trial_root}' --node '${each.key}' --name '${local.prefix}-${each.key}-bmc' --campaign '${var.campaign}' --owner '${var.owner}' --uri '${var.libvirt_uri}'"
+    environment = { HX_SSH = var.host_ssh } # another machine's libvirt: the port is relayed
+    command     = "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.libvirt.bmc start --trial-root '${var.trial_root}' --node '${each.key}' --name '${local.prefix}-${each.key}-bmc' --campaign '${var.campaign}' --owner '${var.owner}' --uri '${var.libvirt_uri}'"
   }
 
   provisioner "local-exec" {
