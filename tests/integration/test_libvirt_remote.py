@@ -130,6 +130,9 @@ def test_ipmi_power_recovery_with_a_relayed_bmc_on_another_machines_libvirt(tmp_
             assert await sub.power(node1, "on") == "on"
             seen = await sub.exec(node0, status, timeout=30)
             assert "is on" in seen.stdout, seen.stdout + seen.stderr
+            live = sub.live_nodes(trial=trial_id)  # what gc heals faults on, found here
+            assert sorted(n.name for nodes in live.values() for n in nodes) == [
+                "node0", "node1"], live
         finally:
             sub.sweep(trial=trial_id)
 

@@ -125,6 +125,13 @@ class LibvirtSubstrate(Substrate):
     def reachable(self) -> str | None:
         return host.unreachable(self.uri)
 
+    def host_doctor(self, host_name: str) -> list:
+        """Reachable; on another machine's libvirt also its tools and trial firewall."""
+        checks = super().host_doctor(host_name)
+        if self.remote is None or checks[0].status == "FAIL":
+            return checks
+        return checks + self.remote.doctor(host_name)
+
     def terraform_module(self) -> Path:
         return HERE / "terraform"
 

@@ -17,7 +17,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from harness import owner
 from harness.errors import PreflightError, SubstrateError
@@ -184,8 +184,10 @@ def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None
                         force: bool = False) -> dict[str, Path]:
     """Trial name -> trial directory of the running domains a sweep may touch.
 
-    The directory is found from the domain's overlay disk (`<root>/vm/disks/hx-...qcow2`);
-    the same live-owner rule as `leftovers` applies.
+    The directory is the `root=` of the domain's description (URL-encoded), else found
+    from its overlay disk (`<root>/vm/disks/hx-...qcow2`; on another machine's libvirt
+    that is the host's directory, not the trial's); the same live-owner rule as
+    `leftovers` applies.
     """
     import libvirt
 
@@ -198,7 +200,11 @@ def running_trial_roots(uri: str, campaign: str | None = None, trial: str | None
             if (not name.startswith(PREFIX) or matches(name, live)
                     or (prefixes is not None and not matches(name, prefixes))):
                 continue
-            trial_name = _fields(dom).get("trial")
+            fields = _fields(dom)
+            trial_name = fields.get("trial")
+            if trial_name and fields.get("root"):
+                roots.setdefault(trial_name, Path(unquote(fields["root"])))
+                continue
             for disk in _domain_disks(conn, dom):
                 path = Path(disk)
                 if trial_name and path.parent.name == "disks" and path.parent.parent.name == "vm":

@@ -52,6 +52,9 @@ PACKAGES = (
     # a replicated service from Debian for the L3 tasks (the emulated bare-metal pool's
     # machines are made from this image and guests have no egress); disabled below
     "etcd-server", "etcd-client",
+    # a batch scheduler for the HPC tasks (one-node Slurm: controller, compute daemon,
+    # client commands and munge authentication); disabled below like etcd
+    "slurmctld", "slurmd", "slurm-client", "munge",
 )
 # MODULES=list: only what mounts the root disk (and the NIC); MODULES=most makes a 39 MB
 # initrd whose unpacking and coldplug cost ~13 s of every boot under TCG (10 MB with this).
@@ -59,7 +62,8 @@ INITRAMFS_CONF = "MODULES=list\nCOMPRESS=gzip\n"
 INITRD_MODULES = ("virtio_pci", "virtio_blk", "virtio_net", "ext4")
 REQUIRED_INITRD_MODULES = INITRD_MODULES
 ENABLE = ("systemd-networkd.service", "ssh.service", "harness-seed.service")
-DISABLE = ("etcd.service",)  # installed, started only by the tasks that configure it
+# installed, started only by the tasks that configure them
+DISABLE = ("etcd.service", "slurmctld.service", "slurmd.service", "munge.service")
 # qemu-guest-agent starts by udev once its virtio port appears (snapshot start fixes up a
 # restored guest through it: clock, identity, network). The periodic jobs are masked: a
 # daily timer is Persistent, and every node whose clock is stepped past the day of the

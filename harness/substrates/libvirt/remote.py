@@ -36,6 +36,8 @@ from harness.substrates.libvirt.naming import PREFIX
 from harness.substrates.libvirt.ssh import as_root
 
 REMOTE_DIR = "/var/lib/harness"
+TOOLS = {"qemu-img": "qemu-utils", "mkfs.ext4": "e2fsprogs", "flock": "util-linux",
+         "virsh": "libvirt-clients", "nft": "nftables", "python3": "python3-minimal"}
 SSH_ENV = "HX_SSH"
 
 
@@ -182,18 +184,42 @@ class RemoteHost:
             self.check(f"rm -rf {paths}", "removing trial directories", timeout=300)
 
 
+    def missing_tools(self) -> str | None:
+        """None when the host has what the trial needs there, else what to install."""
+        missing = self.check("for t in " + " ".join(TOOLS) + "; do command -v $t >/dev/null"
+                             " || echo $t; done", "looking for tools", timeout=60).split()
+        if not missing:
+            return None
+        return (f"libvirt host {self.host} lacks {', '.join(missing)}: apt-get install "
+                f"{' '.join(sorted({TOOLS[t] for t in missing}))} there")
+
+    def firewall_loaded(self) -> tuple[bool, str]:
+        listing = self.run(f"nft list table inet {firewall.TABLE}", timeout=60)
+        return firewall.listing_ok(listing.stdout.decode() if listing.returncode == 0
+                                   else None)
+
+    def doctor(self, name: str) -> list:
+        """`harness doctor --hosts` for this host: its tools and its trial firewall."""
+        from harness.substrates.base import Check
+
+        try:
+            missing = self.missing_tools()
+            loaded, how = self.firewall_loaded()
+        except SubstrateError as exc:
+            return [Check(f"{name}: ssh {self.user}@{self.host}", "FAIL", exc.message[:200],
+                          "the URI's login (user, keyfile, known host key) must work")]
+        return [Check(f"{name}: host tools", "FAIL" if missing else "PASS",
+                      missing or ", ".join(TOOLS), missing or ""),
+                Check(f"{name}: trial firewall", "PASS" if loaded else "WARN", how,
+                      "" if loaded else "loaded there by the first trial's preflight")]
+
     def prepare(self) -> None:
         """The host's tools, and the trial firewall (`harness.substrates.firewall`: the same
         table isolates that host's `hx*` bridges), loaded there when missing or old."""
-        missing = self.check("for t in qemu-img mkfs.ext4 flock virsh nft; do command -v $t "
-                             ">/dev/null || echo $t; done", "looking for tools", timeout=60)
-        if missing.split():
-            raise PreflightError(f"libvirt host {self.host} lacks {', '.join(missing.split())}"
-                                 ": apt-get install qemu-utils e2fsprogs util-linux "
-                                 "libvirt-clients nftables there")
-        listing = self.run(f"nft list table inet {firewall.TABLE}", timeout=60)
-        ok, _ = firewall.listing_ok(listing.stdout.decode() if listing.returncode == 0
-                                    else None)
+        missing = self.missing_tools()
+        if missing:
+            raise PreflightError(missing)
+        ok, _ = self.firewall_loaded()
         if not ok:
             docker_user = "".join(
                 f"iptables -C DOCKER-USER {' '.join(r)} 2>/dev/null || "

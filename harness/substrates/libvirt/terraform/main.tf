@@ -114,7 +114,7 @@ resource "libvirt_domain" "this" {
   for_each = local.nodes
 
   name        = each.value.domain
-  description = "harness trial=${var.trial_id} campaign=${var.campaign} node=${each.key} owner=${var.owner}"
+  description = "harness trial=${var.trial_id} campaign=${var.campaign} node=${each.key} owner=${var.owner} root=${urlencode(var.trial_root)}"
   type        = var.domain_type
   vcpu        = each.value.vcpu
   memory      = each.value.memory_mb
