@@ -43,7 +43,9 @@ from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates.firewall import BMC_PORTS
 from harness.substrates.libvirt import host
+from harness.substrates.libvirt.bmc_relay import Relay
 from harness.substrates.libvirt.naming import PREFIX, resource_prefix
+from harness.substrates.libvirt.remote import SSH_ENV, RemoteHost
 
 MODULE = "harness.substrates.libvirt.bmc"
 _SHA1_PEERS: set[tuple[str, int]] = set()
@@ -142,9 +144,6 @@ def _save(path: Path, cfg: dict) -> None:
 
 def _relay(cfg: dict, local: int, preferred: int):
     """The BMC's port on the libvirt host's bridge address, relayed to `local` here."""
-    from harness.substrates.libvirt.bmc_relay import Relay
-    from harness.substrates.libvirt.remote import SSH_ENV, RemoteHost
-
     return Relay(RemoteHost.from_json(os.environ[SSH_ENV]), cfg["address"], local,
                  preferred, sys.stdout)
 

@@ -32,6 +32,7 @@ from urllib.parse import parse_qs, urlsplit
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates import firewall
+from harness.substrates.base import Check
 from harness.substrates.libvirt.naming import PREFIX
 from harness.substrates.libvirt.ssh import as_root
 
@@ -200,8 +201,6 @@ class RemoteHost:
 
     def doctor(self, name: str) -> list:
         """`harness doctor --hosts` for this host: its tools and its trial firewall."""
-        from harness.substrates.base import Check
-
         try:
             missing = self.missing_tools()
             loaded, how = self.firewall_loaded()
