@@ -27,7 +27,7 @@ def spec(tmp_path: Path, t) -> TrialSpec:
 
 
 def test_nodes_fall_back_to_environment(tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.substrates.libvirt.host_memory_mb", lambda: 64000)
+    monkeypatch.setattr("harness.substrates.libvirt.render.host_memory_mb", lambda: 64000)
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     sub = LibvirtClusterSubstrate(domain_type="qemu")
     got = sub._task_nodes(spec(tmp_path, task([node("a"), node("b", cpus=1, memory_mb=512)])))
@@ -36,7 +36,7 @@ def test_nodes_fall_back_to_environment(tmp_path, monkeypatch):
 
 
 def test_nodes_clamped_to_host_with_warning(tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.substrates.libvirt.host_memory_mb", lambda: 4096)
+    monkeypatch.setattr("harness.substrates.libvirt.render.host_memory_mb", lambda: 4096)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     sub = LibvirtSubstrate(domain_type="qemu")
     with pytest.warns(UserWarning, match="this host gives it 2 and 3072"):
@@ -47,7 +47,7 @@ def test_nodes_clamped_to_host_with_warning(tmp_path, monkeypatch):
 def test_bmc_nodes_get_config_vars_and_inventory(tmp_path, monkeypatch):
     monkeypatch.setattr("harness.substrates.libvirt.image.kernel_paths",
                         lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
-    monkeypatch.setattr("harness.substrates.libvirt.kernel_paths",
+    monkeypatch.setattr("harness.substrates.libvirt.render.kernel_paths",
                         lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
     sub = LibvirtClusterSubstrate(domain_type="qemu")
     s = TrialSpec(trial_id="t-0002", campaign="vm-unit", root=tmp_path,

@@ -291,6 +291,8 @@ def leftovers(campaign: str | None = None, trial: str | None = None,
                 stop_pid(p["pid"])
                 if p["config"]:
                     Path(p["config"]).unlink(missing_ok=True)
+                    with contextlib.suppress(OSError):  # (its directory, once empty)
+                        Path(p["config"]).parent.rmdir()
     if not trial and not campaign:
         found += _stale_credentials(remove, force)
     return found
