@@ -5,6 +5,9 @@ teardown (marker: libvirt). One VM trial runs at a time; about 10 minutes under 
   durability gate), the nop agent through Trial on a copy of the task without gates.
 - vm-raid10-slow-member: the same two ways (md RAID10 on five data disks, a dm-delay
   member; the oracle's fix must survive the real reboot of the durability gate).
+- vm-slurm-cgroup-dropin: the same two ways (one-node Slurm whose slurmd cgroup is capped
+  by a TasksMax drop-in that a boot-time unit writes again; the real reboot must not
+  bring it back).
 - ipmi-power-recovery: a kept 2-node trial; bootstrap powers node1 off through its
   virtual BMC from node0 (ipmitool over lanplus), the oracle powers it on the same way;
   then the substrate's own power() (pyghmi client) cycles node1 and node0 sees it.
@@ -101,6 +104,16 @@ def test_raid10_oracle_via_harness_run(tmp_path):
 
 def test_raid10_nop_scores_low(tmp_path):
     nop_without_gates(tmp_path, "vm-raid10-slow-member", "# the fix must survive")
+
+
+def test_slurm_dropin_oracle_via_harness_run(tmp_path):
+    rec = oracle_via_harness_run(tmp_path, "vm-slurm-cgroup-dropin")
+    assert any(c["name"] == "a 4-task srun job completes on node0" and c["passed"]
+               for c in rec["gates"]["durability"]["checks"])
+
+
+def test_slurm_dropin_nop_scores_low(tmp_path):
+    nop_without_gates(tmp_path, "vm-slurm-cgroup-dropin", "# the fix must survive")
 
 
 def test_ipmi_power_recovery_bmc_from_node0(tmp_path):
