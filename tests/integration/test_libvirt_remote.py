@@ -30,6 +30,7 @@ from harness.task import load_task
 from harness.trial import Trial, make_trial_id
 from tests.integration.faultcheck import REPO, cli
 from tests.integration.test_libvirt_substrate import libvirt_unavailable
+from tests.integration.test_libvirt_trials import power_seen_from_node0
 from tests.integration.test_task_formats_vm import network_modes_trial
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.slow,
@@ -121,15 +122,7 @@ def test_ipmi_power_recovery_with_a_relayed_bmc_on_another_machines_libvirt(tmp_
             node0, node1 = trial.env.node("node0"), trial.env.node("node1")
             bmc = node1.extra["bmc"]
             assert bmc["local_port"] and bmc["port"] != bmc["local_port"], bmc
-            status = ". /etc/harness/bmc-credentials; ipmitool -I lanplus -C 3 " \
-                '-H "${node1_bmc%:*}" -p "${node1_bmc#*:}" -U "$node1_bmc_user" ' \
-                '-P "$node1_bmc_password" chassis power status'
-            assert await sub.power(node1, "off") == "off"
-            seen = await sub.exec(node0, status, timeout=30)
-            assert "is off" in seen.stdout, seen.stdout + seen.stderr
-            assert await sub.power(node1, "on") == "on"
-            seen = await sub.exec(node0, status, timeout=30)
-            assert "is on" in seen.stdout, seen.stdout + seen.stderr
+            await power_seen_from_node0(sub, node0, node1)
             live = sub.live_nodes(trial=trial_id)  # what gc heals faults on, found here
             assert sorted(n.name for nodes in live.values() for n in nodes) == [
                 "node0", "node1"], live

@@ -116,6 +116,18 @@ def test_slurm_dropin_nop_scores_low(tmp_path):
     nop_without_gates(tmp_path, "vm-slurm-cgroup-dropin", "# the fix must survive")
 
 
+async def power_seen_from_node0(sub, node0, node1) -> None:
+    """The harness powers node1 off and on (its own IPMI client); node0 reads each state
+    from node1's BMC with ipmitool and the credentials file."""
+    status = ". /etc/harness/bmc-credentials; ipmitool -I lanplus -C 3 " \
+        '-H "${node1_bmc%:*}" -p "${node1_bmc#*:}" -U "$node1_bmc_user" ' \
+        '-P "$node1_bmc_password" chassis power status'
+    for action, state in (("off", "is off"), ("on", "is on")):
+        assert await sub.power(node1, action) == action
+        seen = await sub.exec(node0, status, timeout=30)
+        assert state in seen.stdout, seen.stdout + seen.stderr
+
+
 def test_ipmi_power_recovery_bmc_from_node0(tmp_path):
     task = load_task(REPO / "tasks" / "ipmi-power-recovery")
     trial_id = make_trial_id(task.name, "oracle", 1)
@@ -133,16 +145,8 @@ def test_ipmi_power_recovery_bmc_from_node0(tmp_path):
                                   "stat -c %a /etc/harness/bmc-credentials", timeout=30)
             assert f"node1_bmc={node1.extra['bmc']['address']}:" in info.stdout
             assert info.stdout.split()[-1] == "600"
-            status = ". /etc/harness/bmc-credentials; ipmitool -I lanplus -C 3 " \
-                '-H "${node1_bmc%:*}" -p "${node1_bmc#*:}" -U "$node1_bmc_user" ' \
-                '-P "$node1_bmc_password" chassis power status'
             assert await sub.power(node1, "status") == "on"
-            assert await sub.power(node1, "off") == "off"
-            seen = await sub.exec(node0, status, timeout=30)
-            assert "is off" in seen.stdout, seen.stdout + seen.stderr
-            assert await sub.power(node1, "on") == "on"
-            seen = await sub.exec(node0, status, timeout=30)
-            assert "is on" in seen.stdout, seen.stdout + seen.stderr
+            await power_seen_from_node0(sub, node0, node1)
             kept = sub.leftovers(trial=trial_id)  # what teardown must remove
             assert any(x.startswith("bmc ") for x in kept), kept
             listener = HostListener()  # the host answers a VM nothing but DHCP and its BMC

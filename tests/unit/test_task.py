@@ -42,8 +42,8 @@ def test_every_seed_task_validates(path):
     assert task.warnings == []
 
 
-# Smoke test, and VM tasks whose naive replays have not been run on VMs yet (tasks/SUITE.md)
-NO_NAIVE = {"hello-docker", "ipmi-power-recovery", "vm-fstab-durability", "vm-route-blackhole"}
+# The smoke test has no quick fix to replay
+NO_NAIVE = {"hello-docker"}
 
 
 @pytest.mark.parametrize("path", discover_tasks(REPO / "tasks"), ids=lambda p: p.name)

@@ -109,7 +109,6 @@ def matches(name: str, prefixes: list[str]) -> bool:
     return any(name == p or name.startswith(p + "-") for p in prefixes)
 
 
-
 def disk_paths(conn, xml: str, device: str | None = None) -> list[str]:
     """Paths of a domain's file and pool-volume disks, in the order of its XML (only the
     `<disk device=...>` kind `device` when given; a volume its pool cannot find is left
