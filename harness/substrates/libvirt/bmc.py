@@ -88,10 +88,15 @@ def write_config(trial_root: Path, node: str, domain: str, address: str) -> dict
     cfg = {"node": node, "domain": domain, "address": address, "port": 0,
            "owner": owner.tag(), "trial": domain.removeprefix("hx-").removesuffix(f"-{node}"),
            "user": "hx" + secrets.token_hex(3), "password": secrets.token_urlsafe(12)}
+    _save(path, cfg)
+    return cfg
+
+
+def _save(path: Path, cfg: dict) -> None:
+    """A BMC config, created 0600 (it holds the credentials)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
         json.dump(cfg, fh)
-    return cfg
 
 
 def read_config(trial_root: Path, node: str) -> dict | None:
@@ -136,12 +141,6 @@ def bmc_class(power):
     return DomainBmc
 
 
-def _save(path: Path, cfg: dict) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(cfg, fh)
-
-
 def _relay(cfg: dict, local: int, preferred: int):
     """The BMC's port on the libvirt host's bridge address, relayed to `local` here."""
     return Relay(RemoteHost.from_json(os.environ[SSH_ENV]), cfg["address"], local,
@@ -176,9 +175,10 @@ def serve(cfg: dict, uri: str, path: Path | None = None) -> None:
         return "on"
 
     relay = None
-    if os.environ.get("HX_SSH"):
+    if os.environ.get(SSH_ENV):
         cfg["local_port"] = free_udp_port("127.0.0.1")
-        relay = _relay(cfg, cfg["local_port"], free_udp_port("127.0.0.1"))
+        preferred = BMC_PORTS[0] + secrets.randbelow(BMC_PORTS[1] - BMC_PORTS[0] + 1)
+        relay = _relay(cfg, cfg["local_port"], preferred)
         cfg["port"] = relay.port
         _save(path, cfg)
     bmc_class(power)({cfg["user"]: cfg["password"]},
@@ -211,7 +211,7 @@ def start(trial_root: Path, node: str, name: str, campaign: str, owner_tag: str,
     pidfile = base.with_suffix(".pid")
     if pidfile.exists() and _alive(int(pidfile.read_text() or 0)):
         return cfg
-    relayed = bool(os.environ.get("HX_SSH"))  # the port is the libvirt host's: serve picks it
+    relayed = bool(os.environ.get(SSH_ENV))  # the port is the libvirt host's: serve picks it
     if not relayed:
         cfg["port"] = free_udp_port(cfg["address"])
         config_path(trial_root, node).write_text(json.dumps(cfg))

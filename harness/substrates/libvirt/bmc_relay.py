@@ -19,6 +19,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 
 from harness.errors import SubstrateError
 from harness.substrates.firewall import BMC_PORTS
@@ -123,7 +124,7 @@ class Relay:
             with self.lock:
                 by_sock = {s: c for c, s in self.clients.items()}
             if not by_sock:
-                threading.Event().wait(0.05)
+                time.sleep(0.05)
                 continue
             for sock in select.select(list(by_sock), [], [], 0.2)[0]:
                 try:

@@ -119,14 +119,11 @@ class RemoteHost:
         """The directory of the trial whose resources are named `prefix` (`hx-<trial>`)."""
         return f"{REMOTE_DIR}/trials/{prefix}"
 
-    def staged_paths(self, disk: Path, extra: tuple[Path, ...] = ()) -> dict[str, str]:
-        """Where `stage` puts them, copying nothing."""
-        return self.stage(disk, extra, copy=False)
-
     def stage(self, disk: Path, extra: tuple[Path, ...] = (), copy: bool = True
               ) -> dict[str, str]:
         """The host's copies of `disk`'s backing chain and of `extra` (kernel, initrd):
-        local path -> remote path, each copied once (see the module docstring)."""
+        local path -> remote path, each copied once (see the module docstring); without
+        `copy`, only where they go."""
         chain = backing_chain(disk)
         out: dict[str, str] = {}
         for path in [*reversed(chain), *extra]:

@@ -115,29 +115,27 @@ class Rendering:
         local = {"base_image": str(disk.resolve()), "kernel": str(kernel.resolve()),
                  "initrd": str(initrd.resolve()), "disk_dir": str(root / "vm" / "disks"),
                  "console_log_dir": str(root / "vm")}
-        return {**self._remote_vars(spec, local, disk, (kernel, initrd), stage),
+        return {**self._remote_vars(spec, root, local, disk, (kernel, initrd), stage),
                 "ssh_public_key": public_key, "record_dir": str(root / "vm"),
-            "trial_id": naming.trial_name(spec.trial_id), "campaign": spec.campaign,
-            "owner": owner.tag(), "libvirt_uri": self.uri,
-            "bridge_name": naming.bridge_name(spec.trial_id), "cidr": cidr,
-            "network_mode": "open" if needs_egress else "none",
-            "domain_type": self._task_domain_type(spec.task),
-            "nodes": self._task_nodes(spec), "bmc_nodes": bmc_nodes,
-            "trial_root": str(root), "python": sys.executable,
-            "start_timeout": max(300, int(self.boot_timeout)),
-        }
+                "trial_id": naming.trial_name(spec.trial_id), "campaign": spec.campaign,
+                "owner": owner.tag(), "libvirt_uri": self.uri,
+                "bridge_name": naming.bridge_name(spec.trial_id), "cidr": cidr,
+                "network_mode": "open" if needs_egress else "none",
+                "domain_type": self._task_domain_type(spec.task),
+                "nodes": self._task_nodes(spec), "bmc_nodes": bmc_nodes,
+                "trial_root": str(root), "python": sys.executable,
+                "start_timeout": max(300, int(self.boot_timeout))}
 
-    def _remote_vars(self, spec: TrialSpec, local: dict[str, str], disk: Path,
+    def _remote_vars(self, spec: TrialSpec, root: Path, local: dict[str, str], disk: Path,
                      boot: tuple[Path, Path], stage: bool) -> dict[str, str]:
         """The paths of `local` as the libvirt host sees them: these on this machine; on
         another, the host's copy of the image chain and kernel (copied once when `stage`),
         the trial's directory there, and the ssh_config that jumps through the host."""
         if self.remote is None:
             return local
-        staged = (self.remote.stage(disk, boot) if stage
-                  else self.remote.staged_paths(disk, boot))
+        staged = self.remote.stage(disk, boot, copy=stage)
         there = self.remote.trial_dir(naming.resource_prefix(spec.trial_id))
-        ssh.write_jump(ssh.key_path(spec.root.resolve()), self.remote.proxy_command())
+        ssh.write_jump(ssh.key_path(root), self.remote.proxy_command())
         return {"base_image": staged[str(disk)], "kernel": staged[str(boot[0])],
                 "initrd": staged[str(boot[1])], "disk_dir": f"{there}/vm/disks",
                 "console_log_dir": f"{there}/vm", "host_ssh": self.remote.to_json()}

@@ -3,7 +3,8 @@ provider "libvirt" {
 }
 
 locals {
-  prefix = "hx-${var.trial_id}"
+  prefix     = "hx-${var.trial_id}"
+  record_dir = coalesce(var.record_dir, var.console_log_dir) # start records, fetched logs: here
   nodes = {
     for i, n in var.nodes : n.name => {
       index       = i
@@ -74,7 +75,7 @@ resource "terraform_data" "disks" {
     host_ssh = var.host_ssh
     python   = var.python
     # on another machine's libvirt: its console log comes back into the trial dir first
-    fetch = var.host_ssh == "" ? "" : "${each.value.console_log} ${coalesce(var.record_dir, var.console_log_dir)}/${basename(each.value.console_log)}"
+    fetch = var.host_ssh == "" ? "" : "${each.value.console_log} ${local.record_dir}/${basename(each.value.console_log)}"
   }
   triggers_replace = [var.base_image, var.ssh_public_key, local.hosts_file, each.value.data, each.value.root_mb]
 
@@ -170,7 +171,7 @@ resource "terraform_data" "start" {
       "--base '${var.base_image}' --mac '${each.value.mac}' --ip '${each.value.ip}'",
       "--mode '${each.value.start}' --owner '${var.owner}' --timeout ${var.start_timeout}",
       "--data-mb '${join(",", [for mb in each.value.data_mb : tostring(mb)])}'",
-      "--record '${coalesce(var.record_dir, var.console_log_dir)}/start-${each.key}.json'",
+      "--record '${local.record_dir}/start-${each.key}.json'",
     ])
   }
 }
