@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 
 import pytest
 
 from harness.substrates.baremetal import emulate
-from harness.substrates.baremetal.pool import pool_path
+from harness.substrates.baremetal.pool import pool_names, pool_path
 from harness.substrates.libvirt import host
 from tests.conftest import HostListener
 from tests.integration.outside import Outside
@@ -30,12 +32,27 @@ def outside(tmp_path, monkeypatch):
         world.close()
 
 
+def _worker_alive(suffix: int) -> bool:
+    """Whether a python process whose pid ends in `suffix` (mod 100000) still runs."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    for pid in range(suffix, pid_max, 100000):
+        try:
+            if b"python" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
 @pytest.fixture(scope="session")
 def pool_name():
     """A 3-machine emulated bare-metal pool per test worker (`emulate.emulate`, made by the
     first test that uses it) removed when the worker's session ends (tests/conftest.py runs
     the modules that use it last in their lanes)."""
     name = f"ci{os.getpid() % 100000}"
+    for old in pool_names():  # a killed earlier run's pool: its stale leases would meet
+        if re.fullmatch(r"ci\d+", old) and old != name and not _worker_alive(int(old[2:])):
+            emulate.remove(old)  # trials of the same (deterministic) ids here
     try:
         yield name
     finally:

@@ -29,6 +29,7 @@ import pytest
 from harness.agents import get_agent
 from harness.cli.main import run as cli
 from harness.config import Settings
+from harness.errors import SubstrateError
 from harness.substrates import get_substrate
 from harness.substrates.baremetal import booted, emulate, ipmi, lease, reset
 from harness.substrates.baremetal.pool import load_pool, pool_path, pools_dir
@@ -213,11 +214,17 @@ def test_a_killed_trials_lease_is_reset_and_reclaimed_by_gc(pool_name):
     assert sub.leftovers(trial="bm-dead") == []  # live: never touched
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    # its BMC is gone too (as after a host reboot): the reimage starts it again
+    bmc_pid = int(emulate.machine_files(pool_name, machine)["pid"].read_text().split()[0])
+    os.killpg(bmc_pid, signal.SIGKILL)
+    m = pool.machine(machine)
+    with pytest.raises(SubstrateError):
+        ipmi.power(pool.bmc_credentials(m), "status")
     assert sub.leftovers(trial="bm-dead") == [f"lease {pool_name}/{machine} (trial bm-dead)"]
     swept = sub.sweep(trial="bm-dead")
     assert swept == [f"lease {pool_name}/{machine} (trial bm-dead; reimage)"], swept
     assert lease.read(pool_name) == {}
-    m = pool.machine(machine)
+    assert ipmi.power(pool.bmc_credentials(m), "status") == "on"
     asyncio.run(ssh.wait_ready(m.ssh.host, m.ssh.key_path, 240))
     assert reset.dirty(m) == []
     # the reimage restored the machine's saved first boot (same kernel boot, not a new one),

@@ -276,6 +276,25 @@ def _bmc_running(pidfile: Path) -> bool:
 def ensure_up(pool: Pool, log=print, timeout: float = 240.0) -> None:
     """Networks active, BMC addresses on the management bridge, every BMC running (which
     powers its machine on), every machine answering SSH with /dev/ipmi0 present."""
+    ensure_bmcs(pool, log)
+    key = pool.machines[0].ssh.key_path
+
+    async def ready() -> None:
+        await asyncio.gather(*(ssh.wait_ready(m.ssh.host, key, timeout) for m in pool.machines))
+        for m in pool.machines:
+            res = await ssh.exec_on(m.ssh.host, key, IPMI_MODULES, 60)
+            if not res.ok:
+                raise SubstrateError("baremetal", f"{m.name}: in-band IPMI did not come up",
+                                     res.stderr)
+
+    log(f"pool {pool.name}: waiting for {len(pool.machines)} machine(s) to answer SSH")
+    asyncio.run(ready())
+
+
+def ensure_bmcs(pool: Pool, log=print, only: str | None = None) -> None:
+    """Networks active, BMC addresses on the management bridge, every BMC (or machine
+    `only`'s) running, which powers its machine on: what power control needs (a pool left
+    by a killed process or a host reboot has none)."""
     import libvirt  # the libvirt SDK: an optional extra of the vm substrates
 
     name = pool.name
@@ -293,7 +312,7 @@ def ensure_up(pool: Pool, log=print, timeout: float = 240.0) -> None:
                              f"pool emulate {name}` again") from None
     finally:
         conn.close()
-    for m in pool.machines:
+    for m in pool.machines if only is None else [pool.machine(only)]:
         addr = f"{m.bmc.address}/{mgmt_net.prefixlen}"
         present = subprocess.run(["ip", "-o", "addr", "show", "dev", mgmt_bridge],
                                  capture_output=True, text=True).stdout
@@ -310,18 +329,6 @@ def ensure_up(pool: Pool, log=print, timeout: float = 240.0) -> None:
                     stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     start_new_session=True)
             files["pid"].write_text(f"{proc.pid} {owner.tag()}\n")
-    key = pool.machines[0].ssh.key_path
-
-    async def ready() -> None:
-        await asyncio.gather(*(ssh.wait_ready(m.ssh.host, key, timeout) for m in pool.machines))
-        for m in pool.machines:
-            res = await ssh.exec_on(m.ssh.host, key, IPMI_MODULES, 60)
-            if not res.ok:
-                raise SubstrateError("baremetal", f"{m.name}: in-band IPMI did not come up",
-                                     res.stderr)
-
-    log(f"pool {name}: waiting for {len(pool.machines)} machine(s) to answer SSH")
-    asyncio.run(ready())
 
 
 # also `sync`: a machine's first boot writes its SSH host key, which a hard reset within
@@ -365,6 +372,7 @@ def reimage(pool: Pool, node: str, log=print) -> None:
     overlay on the image and power on."""
     machine = pool.machine(node)
     creds = pool.bmc_credentials(machine)
+    ensure_bmcs(pool, log=lambda msg: None, only=node)
     ipmi.power(creds, "off")  # (returns once the BMC reports off)
     disk = machine_files(pool.name, node)["disk"]
     conn = host.connect(URI)
