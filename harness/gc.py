@@ -118,10 +118,14 @@ def _heal_faults(report: GcReport, sub, campaign: str | None, trial: str | None,
                  dry_run: bool, force: bool = False) -> None:
     """The fault pass: heal what the nodes' ledgers still hold, then sweep by ownership."""
     try:
-        found, healed = gc_faults(sub, campaign, trial, dry_run, force)
+        found, healed, unreachable = gc_faults(sub, campaign, trial, dry_run, force)
     except Exception as exc:  # gc must still remove the resources
         report.skipped[f"faults on {sub.name}"] = f"{type(exc).__name__}: {exc}"
         return
+    if unreachable:
+        report.skipped[f"faults on {sub.name}"] = (
+            "node(s) not answering, their resources are reset or removed all the same: "
+            + "; ".join(unreachable))
     if found:
         report.found.setdefault("faults", []).extend(found)
         if not dry_run:

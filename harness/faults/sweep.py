@@ -43,19 +43,32 @@ class _Bare:
 
 
 def gc_faults(substrate, campaign: str | None = None, trial: str | None = None,
-              dry_run: bool = False, force: bool = False) -> tuple[list[str], list[str]]:
-    """(found, healed) report lines for faults and owned artifacts on live nodes (of trials
-    no other live harness process owns, unless `force`)."""
+              dry_run: bool = False, force: bool = False
+              ) -> tuple[list[str], list[str], list[str]]:
+    """(found, healed, unreachable) report lines for faults and owned artifacts on live nodes
+    (of trials no other live harness process owns, unless `force`). A node that does not
+    answer (powered off, its address gone) is listed as unreachable, not as a fault: its
+    resources are removed or reset all the same."""
     found: list[str] = []
     healed: list[str] = []
+    unreachable: list[str] = []
     for trial_id, nodes in substrate.live_nodes(campaign, trial, force).items():
         env = _Bare(substrate, nodes)
         listed = asyncio.run(sweep_nodes(env, "list"))
         for node, lines in listed.items():
+            if lines and _unreachable(lines[-1]):
+                unreachable.append(f"{trial_id}/{node}: {lines[-1]}")
+                lines.clear()
             found += [f"{trial_id}/{node}: {x}" for x in lines]
         if dry_run or not any(listed.values()):
             continue
+        env.nodes = [n for n in nodes if listed.get(n.name)]
         done = asyncio.run(sweep_nodes(env, "heal"))
         for node, lines in done.items():
             healed += [f"{trial_id}/{node}: {x}" for x in lines]
-    return found, healed
+    return found, healed, unreachable
+
+
+def _unreachable(line: str) -> bool:
+    """A sweep line of a node that never ran the script (ssh's own failure is exit 255)."""
+    return line.startswith(("unreachable ", "failed sweep exit 255:"))
