@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,32 @@ def test_ipmi_power_recovery_with_a_relayed_bmc_on_another_machines_libvirt(tmp_
     finally:
         sub.sweep(trial=trial_id, force=True)
     assert sub.leftovers(trial=trial_id) == [] and far_trials() == []
+
+
+def test_doctor_checks_the_far_host_and_what_is_staged_there(tmp_path):
+    """`harness doctor --hosts-file`: the far host's tools, libvirt and QEMU versions,
+    firewall and base image; `unstaged` tells a current copy from a missing or old one."""
+    far = remote.RemoteHost.from_uri(far_host()["libvirt"])
+    disk = tmp_path / "hx-doctor-probe" / "disk.qcow2"
+    disk.parent.mkdir()
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(disk), "16M"], check=True)
+    try:
+        assert far.unstaged(disk) == [disk]
+        far.stage(disk)
+        assert far.unstaged(disk) == []
+        os.utime(disk, ns=(disk.stat().st_atime_ns, disk.stat().st_mtime_ns + 10**9))
+        assert far.unstaged(disk) == [disk], "a file rebuilt here is copied again"
+    finally:
+        far.check(f"rm -rf {remote.REMOTE_DIR}/images/hx-doctor-probe", "cleaning up")
+    camp = tmp_path / "hosts.yaml"
+    camp.write_text(yaml.safe_dump({"hosts": [far_host()]}))
+    res = cli("doctor", "--hosts-file", str(camp), "--json", timeout=300)
+    checks = {c["name"]: c for c in json.loads(res.stdout) if c["name"].startswith("far: ")}
+    assert checks["far: vm"]["status"] == "PASS", checks
+    assert checks["far: host tools"]["status"] == "PASS", checks
+    versions = checks["far: versions"]
+    assert versions["status"] == "PASS" and versions["detail"].startswith("libvirt "), versions
+    assert "QEMU" in versions["detail"], versions
+    [base] = [c for name, c in checks.items() if name.startswith("far: base image vm-")]
+    assert (base["status"], base["detail"].split(":")[0]) in (
+        ("PASS", f"staged in {remote.REMOTE_DIR}/images"), ("WARN", "not staged")), base

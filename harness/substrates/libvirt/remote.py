@@ -33,6 +33,7 @@ from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates import firewall
 from harness.substrates.base import Check
+from harness.substrates.libvirt import image
 from harness.substrates.libvirt.naming import PREFIX
 from harness.substrates.libvirt.ssh import as_root
 
@@ -139,7 +140,7 @@ class RemoteHost:
 
     def _copy_once(self, src: Path, dest: str, rebase: str) -> None:
         st = src.stat()
-        sig = f"{st.st_size}-{st.st_mtime_ns}"
+        sig = _signature(src)
         d, name = shlex.quote(str(Path(dest).parent)), shlex.quote(Path(dest).name)
         marker = f"{d}/.{name}.staged"
         if self.check(f"cat {marker} 2>/dev/null || true", "reading a staged image's "
@@ -153,6 +154,26 @@ class RemoteHost:
         with src.open("rb") as f:
             self.check(script, f"copying {src.name} ({st.st_size >> 20} MiB)", stdin=f,
                        timeout=3600)
+
+    def unstaged(self, disk: Path, extra: tuple[Path, ...] = ()) -> list[Path]:
+        """The files of `stage(disk, extra)` whose copy on the host is missing or old
+        (one login; copies nothing)."""
+        where = self.stage(disk, extra, copy=False)
+        markers = " ".join(shlex.quote(str(Path(d).parent / f".{Path(d).name}.staged"))
+                           for d in where.values())
+        out = self.check(f"for m in {markers}; do cat \"$m\" 2>/dev/null || echo -; done",
+                         "reading the staged images' markers", timeout=60).split()
+        return [Path(p) for p, sig in zip(where, out, strict=False)
+                if sig != _signature(Path(p).resolve())]
+
+    def versions(self) -> str:
+        """The host's libvirt and QEMU, as its daemon reports them."""
+        out = self.check(f"virsh -c {self.local_uri} version --daemon",
+                         "asking libvirtd its version", timeout=60)
+        fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+        daemon, qemu = fields.get("Running against daemon"), fields.get("Running hypervisor")
+        return ", ".join(([f"libvirt {daemon.strip()}"] if daemon else [])
+                         + ([qemu.strip()] if qemu else []))
 
     def fetch(self, remote: str, local: Path) -> bool:
         """Copy one file from the host (a missing one is skipped: False)."""
@@ -197,17 +218,44 @@ class RemoteHost:
                                    else None)
 
     def doctor(self, name: str) -> list:
-        """`harness doctor --hosts` for this host: its tools and its trial firewall."""
+        """`harness doctor --hosts` for this host: its tools, libvirt and QEMU versions,
+        trial firewall, and whether this machine's base image is staged there."""
         try:
             missing = self.missing_tools()
             loaded, how = self.firewall_loaded()
         except SubstrateError as exc:
             return [Check(f"{name}: ssh {self.user}@{self.host}", "FAIL", exc.message[:200],
                           "the URI's login (user, keyfile, known host key) must work")]
-        return [Check(f"{name}: host tools", "FAIL" if missing else "PASS",
-                      missing or ", ".join(TOOLS), missing or ""),
-                Check(f"{name}: trial firewall", "PASS" if loaded else "WARN", how,
-                      "" if loaded else "loaded there by the first trial's preflight")]
+        out = [Check(f"{name}: host tools", "FAIL" if missing else "PASS",
+                     missing or ", ".join(TOOLS), missing or ""),
+               self._versions_check(name),
+               Check(f"{name}: trial firewall", "PASS" if loaded else "WARN", how,
+                     "" if loaded else "loaded there by the first trial's preflight")]
+        return out + [self._base_image_check(name)]
+
+    def _versions_check(self, name: str) -> Check:
+        try:
+            return Check(f"{name}: versions", "PASS", self.versions() or "reported nothing")
+        except SubstrateError as exc:
+            return Check(f"{name}: versions", "FAIL", exc.message[:200],
+                         "start libvirtd there: systemctl start libvirtd")
+
+    def _base_image_check(self, name: str) -> Check:
+        disk = image.image_dir() / "disk.qcow2"
+        what = f"{name}: base image {disk.parent.name}"
+        if not disk.exists():
+            return Check(what, "WARN", "not built on this machine yet",
+                         "harness image build --kind vm")
+        try:
+            todo = self.unstaged(disk, image.kernel_paths(disk))
+        except (SubstrateError, OSError) as exc:
+            return Check(what, "FAIL", str(exc)[:200], "check the chain under "
+                         f"{image.image_dir()}: harness image build --kind vm --force")
+        if not todo:
+            return Check(what, "PASS", f"staged in {REMOTE_DIR}/images")
+        mib = sum(p.resolve().stat().st_size for p in todo) >> 20
+        return Check(what, "WARN", f"not staged: {len(todo)} file(s), {mib} MiB",
+                     "copied there by the first trial (once)")
 
     def prepare(self) -> None:
         """The host's tools, and the trial firewall (`harness.substrates.firewall`: the same
@@ -251,6 +299,12 @@ class RemoteHost:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(known))
         return known[key]["type"]
+
+
+def _signature(path: Path) -> str:
+    """What a staged copy's marker holds: the local file's size and mtime."""
+    st = path.stat()
+    return f"{st.st_size}-{st.st_mtime_ns}"
 
 
 def backing_chain(disk: Path) -> list[Path]:
