@@ -38,6 +38,7 @@ def hosts() -> list[dict]:
                                         "&no_tty=1", "capacity": cap}]
 
 
+@pytest.mark.timeout(1800)  # (a bootstrap that fails under load is retried once)
 def test_three_node_vm_campaign_oracle_and_nop_over_two_hosts(tmp_path):
     camp = tmp_path / "c.yaml"
     camp.write_text(yaml.safe_dump({
