@@ -199,7 +199,8 @@ def test_another_machines_libvirt_gets_host_paths_and_a_jump(tmp_path, monkeypat
     for name in ("disk.qcow2", "vmlinuz", "initrd.img"):
         (tmp_path / "img" / name).write_text(name)
     monkeypatch.setattr(remote, "backing_chain", lambda disk: [disk])
-    copied = []
+    copied = []  # (nothing is staged there yet)
+    monkeypatch.setattr(remote.RemoteHost, "unstaged", lambda self, disk, extra=(): [disk, *extra])
     monkeypatch.setattr(remote.RemoteHost, "_copy_once",
                         lambda self, src, dest, rebase: copied.append(dest))
     sub = LibvirtSubstrate(uri="qemu+ssh://root@far-1/system", domain_type="qemu")

@@ -124,7 +124,9 @@ class RemoteHost:
               ) -> dict[str, str]:
         """The host's copies of `disk`'s backing chain and of `extra` (kernel, initrd):
         local path -> remote path, each copied once (see the module docstring); without
-        `copy`, only where they go."""
+        `copy`, only where they go. Which files need a copy is read in one login
+        (`unstaged`); each copy checks its marker again under the directory's lock."""
+        todo = set(self.unstaged(disk, extra)) if copy else set()
         chain = backing_chain(disk)
         out: dict[str, str] = {}
         for path in [*reversed(chain), *extra]:
@@ -133,7 +135,7 @@ class RemoteHost:
             backing = chain[chain.index(path) + 1] if path in chain[:-1] else None
             rebase = (f"qemu-img rebase -q -u -f qcow2 -F qcow2 -b "
                       f"{shlex.quote(out[str(backing)])} \"$part\"\n" if backing else "")
-            if copy:
+            if path in todo:
                 self._copy_once(real, dest, rebase)
             out[str(path)] = dest
         return out
@@ -143,9 +145,6 @@ class RemoteHost:
         sig = _signature(src)
         d, name = shlex.quote(str(Path(dest).parent)), shlex.quote(Path(dest).name)
         marker = f"{d}/.{name}.staged"
-        if self.check(f"cat {marker} 2>/dev/null || true", "reading a staged image's "
-                      "marker", timeout=60).strip() == sig:
-            return
         script = (f"set -eu; mkdir -p {d}; exec 9>{d}/.lock; flock 9; "
                   f"if [ \"$(cat {marker} 2>/dev/null)\" = {sig} ]; then "
                   "cat >/dev/null; exit 0; fi; "
