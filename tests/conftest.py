@@ -129,3 +129,34 @@ def pytest_xdist_make_scheduler(config, log):
             return VM_LANES.get(Path(path).name, path)
 
     return Lanes(config, log)
+
+
+class WorkerClock:
+    """Each xdist worker's busy time (setup + call + teardown of its tests) and its two
+    largest modules, printed at the end of the run: which lane bounds the suite's wall time,
+    and by what (CI's time budget is set by the slower worker)."""
+
+    def __init__(self):
+        self.busy: dict[str, dict[str, float]] = {}
+
+    def pytest_runtest_logreport(self, report):
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", None) or "main"
+        module = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        mods = self.busy.setdefault(worker, {})
+        mods[module] = mods.get(module, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.busy:
+            return
+        terminalreporter.section("busy time per worker")
+        for worker, mods in sorted(self.busy.items()):
+            top = sorted(mods.items(), key=lambda kv: -kv[1])[:4]
+            terminalreporter.write_line(
+                f"{worker}: {sum(mods.values()):.0f} s in {len(mods)} modules; largest: "
+                + ", ".join(f"{m} {s:.0f} s" for m, s in top))
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        config.pluginmanager.register(WorkerClock(), "worker-clock")

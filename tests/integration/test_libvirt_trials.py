@@ -6,8 +6,9 @@ teardown (marker: libvirt). One VM trial runs at a time; about 10 minutes under 
   calls the model gateway from the VM with curl (Chat Completions, a streamed Messages
   call, one call without the token).
 - vm-raid10-slow-member: the oracle the same way (md RAID10 on five data disks, a dm-delay
-  member; the oracle's fix must survive the real reboot of the durability gate), and the
-  real codex CLI, which only looks, through Trial (its bundle copied in over SSH).
+  member; the oracle's fix must survive the real reboot of the durability gate).
+- the real codex CLI, which only looks, through Trial on vm-fstab-durability without gates
+  (its bundle copied in over SSH).
 - vm-slurm-cgroup-dropin: the same two ways (one-node Slurm whose slurmd cgroup is capped
   by a TasksMax drop-in that a boot-time unit writes again; the real reboot must not
   bring it back).
@@ -135,17 +136,19 @@ def test_raid10_oracle_via_harness_run(tmp_path):
                for c in rec["gates"]["durability"]["checks"])
 
 
-def test_raid10_codex_that_only_looks_scores_low(tmp_path):
+def test_codex_that_only_looks_scores_low(tmp_path):
     """The real codex CLI in a VM: its bundle copied over SSH, run against the gateway's
-    scripted model, which only looks at the array; the look is in the trajectory."""
+    scripted model, which only looks at fstab; the look is in the trajectory. (On
+    vm-fstab-durability: the CLI path is what is tested, and that task's verifier is quick,
+    where raid10's spends a minute on a still-throttled array.)"""
     conversation = tmp_path / "look.yaml"
-    conversation.write_text("- run: cat /proc/mdstat\n- say: I only looked.\n")
+    conversation.write_text("- run: cat /etc/fstab\n- say: I only looked.\n")
     model = f"scripted:{conversation}"
-    trial, rec = nop_without_gates(tmp_path, "vm-raid10-slow-member", "# the fix must survive",
+    trial, rec = nop_without_gates(tmp_path, "vm-fstab-durability", "# the fix must survive",
                                    get_agent("codex", model=model), plan_for(model))
     assert rec.agent.name == "codex" and rec.agent.version[0].isdigit()
     spawned = [json.loads(x) for x in trial.paths.trajectory.read_text().splitlines()]
-    assert any(r["source"] == "agent-child" and "cat /proc/mdstat" in r["cmd"]
+    assert any(r["source"] == "agent-child" and "cat /etc/fstab" in r["cmd"]
                for r in spawned), spawned
     records = [json.loads(x) for x in trial.paths.llm.read_text().splitlines()]
     assert [r["status"] for r in records] == [200, 200], records
