@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from harness import __version__
@@ -58,6 +59,12 @@ class Agent(ABC):
 
     async def setup(self, env) -> None:
         """Install or prepare what the agent needs (pre-window: failures are retried)."""
+
+    def node_files(self) -> Path | None:
+        """A directory of this machine that its program comes from, which a substrate that
+        can (a local engine) mounts read-only into the primary node before `setup`, so that
+        setup copies nothing; None (the default): setup copies what it needs."""
+        return None
 
     @abstractmethod
     async def run(self, instruction: str, env, ctx: AgentContext) -> AgentOutcome:

@@ -103,6 +103,10 @@ class ResourceWatch(Protocol):
         and return the breach. `event(name, **data)` logs to the trial's events."""
 
 
+# where a node sees TrialSpec.agent_files when its substrate mounts them (read-only)
+AGENT_FILES_MOUNT = "/opt/hx-agent/store"
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """What a substrate needs to know to render and operate one trial. `task` is the loaded
@@ -115,6 +119,7 @@ class TrialSpec:
     image: str = ""
     agent_memory_mb: int = 0    # what the agent's own program needs on the primary node
     agent_timeout_sec: float | None = None  # the window: task timeout x campaign multiplier
+    agent_files: Path | None = None  # Agent.node_files(): at AGENT_FILES_MOUNT, if it can
 
     @property
     def window_sec(self) -> float:

@@ -157,7 +157,8 @@ class Trial:
         self._gateway_env: dict[str, str] | None = None
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root,
                               agent_memory_mb=self.agent.node_memory_mb,
-                              agent_timeout_sec=self.window_sec)
+                              agent_timeout_sec=self.window_sec,
+                              agent_files=self.agent.node_files())
         self.timings: dict[str, dict] = {}
         self.warnings: list[str] = []
         self.images: dict[str, str] = {}
@@ -244,7 +245,8 @@ class Trial:
         self.images = self.substrate.image_mappings(self.task)
         self.spec = TrialSpec(self.trial_id, self.campaign, self.task, self.root, image,
                               agent_memory_mb=self.agent.node_memory_mb,
-                              agent_timeout_sec=self.window_sec)
+                              agent_timeout_sec=self.window_sec,
+                              agent_files=self.agent.node_files())
         tf_vars = await self._terraform_vars()
         self.secret_values.extend(v for v in self.substrate.secrets(self.spec)
                                   if v and v not in self.secret_values)

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from harness.agents import get_agent
+from harness.agents import bundles, get_agent
 from harness.gateway.wiring import plan_for
 from harness.trajectory import read_trajectory
 from tests.conftest import SEED, docker_ready, labeled
@@ -109,3 +109,27 @@ def test_a_cli_that_exits_at_once_is_an_agent_error_with_its_reason(tmp_path):
     assert rec.status == "agent_error" and rec.reward == 0.0, rec.status
     assert "codex exited 2" in rec.error["message"] and "--no-such-flag" in rec.error["message"]
     assert not trial.paths.llm.exists() or trial.paths.llm.read_text() == ""
+
+
+def test_the_bundle_store_mounted_into_the_node_is_out_of_the_agents_reach(tmp_path):
+    """On this machine's engine the agent's bundles are mounted read-only, not copied:
+    /opt/hx-agent/bundle links into them. The agent (root in the node, with SYS_ADMIN in
+    its namespace) remounts them read-write and writes: its writes fail (the files are
+    the host root's, which a remapped root is not), the controller's bundle is unchanged."""
+    bundle = bundles.ensure("codex")
+    entry = bundles.unpacked(bundle) / bundle.entry.lstrip("/")
+    before = entry.read_bytes()
+    attack = ("ls -ld /opt/hx-agent/bundle | sed 's/^/link=/'; mount -o remount,rw,bind "
+              "/opt/hx-agent/store && echo remounted; touch /opt/hx-agent/store/hx-pwned "
+              f"&& echo WROTE''STORE; echo pwned >> {bundle.entry} && echo WROTE''ENTRY")
+    model = conversation(tmp_path, "attack", [{"run": attack}, {"say": "done"}])
+    trial, rec = run_cli(tmp_path, "codex", model)
+    assert rec.status == "failed" and rec.reward == 0.0, (rec.status, rec.error)
+    answers = " ".join(json.dumps(json.loads(x)["request"])
+                       for x in trial.paths.llm.read_text().splitlines())
+    assert "link=l" in answers and "-> /opt/hx-agent/store/" in answers, answers[-2000:]
+    # (the command's own text is in the requests too: its markers are quoted apart)
+    assert "WROTESTORE" not in answers and "WROTEENTRY" not in answers, answers[-2000:]
+    assert not (bundles.agent_dir("codex") / "hx-pwned").exists()
+    assert entry.read_bytes() == before
+    assert labeled(rec.trial_id) == []

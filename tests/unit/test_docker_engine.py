@@ -39,3 +39,28 @@ def test_a_task_storage_is_a_reservation_on_the_engines_data_root(tmp_path):
     sub._check_storage(task)
     env.storage_mb, env.model_fields_set = free + 10_000_000, set()
     sub._check_storage(task)
+
+
+def test_agent_files_are_mounted_only_from_a_local_engine_that_remaps_root(tmp_path):
+    """The agent's bundle store goes read-only into the primary node only where the host
+    root's files stay unwritable to the node's root (userns-remap) and the engine sees this
+    machine's paths (a local socket); otherwise nothing is mounted and setup copies."""
+    from harness.substrates.base import TrialSpec
+
+    task = SimpleNamespace(primary=SimpleNamespace(name="node0"))
+    spec = TrialSpec("t1", "c", task, tmp_path, agent_files=tmp_path)
+
+    def sub_with(host: str, opts: list[str]) -> DockerSubstrate:
+        sub = DockerSubstrate(settings=Settings(), host=host)
+        sub._client = SimpleNamespace(info=lambda: {"SecurityOptions": opts})
+        return sub
+
+    remapped = ["name=seccomp", "name=userns", "name=cgroupns"]
+    assert sub_with("unix:///run/x.sock", remapped)._agent_store(spec) == {
+        "agent_store_node": "node0", "agent_store_source": str(tmp_path)}
+    assert sub_with("unix:///run/x.sock", ["name=seccomp"])._agent_store(spec) == {}
+    assert sub_with("ssh://root@elsewhere", remapped)._agent_store(spec) == {}
+    none = TrialSpec("t1", "c", task, tmp_path)
+    assert sub_with("unix:///run/x.sock", remapped)._agent_store(none) == {}
+    gone = TrialSpec("t1", "c", task, tmp_path, agent_files=tmp_path / "missing")
+    assert sub_with("unix:///run/x.sock", remapped)._agent_store(gone) == {}

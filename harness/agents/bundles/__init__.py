@@ -12,6 +12,9 @@ reaches (npm, PyPI), verifies what it downloads and writes one bundle::
                                      integrity), entry, check, size, created
         bundle.tar                   members opt/hx-agent/bundle/..., unpacked at the
                                      node's / (uncompressed: the node unpacks, not inflates)
+        tree/                        the same files unpacked (made on first use, nothing
+                                     writable by group or others): what a container on
+                                     this machine's engine mounts read-only instead
 
 Inside the node, `/opt/hx-agent/bundle` holds::
 
@@ -22,7 +25,13 @@ Inside the node, `/opt/hx-agent/bundle` holds::
 
 A bundle is built in `<agent>/.tmp-<key>-<pid>/` and renamed into place, so an interrupted
 build leaves no half bundle (a killed one leaves a temp dir, removed by the next build of
-the same key). A cached bundle is found without the network. The Python API:
+the same key). A cached bundle is found without the network.
+
+A substrate that can show a directory of this machine to a node read-only (the local,
+userns-remapped Docker engine) mounts `<agent>/` at `/opt/hx-agent/store`; agent setup then
+links `/opt/hx-agent/bundle` to the bundle's `tree/` there and copies nothing. Its files
+belong to the host's root, which a remapped container's root is not: even a remount
+read-write leaves them unwritable. The Python API:
 `ensure`, `install`, `listing`, `remove` and `Bundle`. Submodules load on first use, so
 importing this package stays cheap (the agent registry imports it).
 """
@@ -35,9 +44,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError, InputError, ToolError
+from harness.substrates.base import AGENT_FILES_MOUNT
 
 NODE_ROOT = "/opt/hx-agent/bundle"
-_LAZY = {"ensure": "store", "listing": "store", "remove": "store", "install": "deploy"}
+# where a node on this machine's engine sees `$HARNESS_HOME/agents/<agent>/`, read-only
+NODE_STORE = AGENT_FILES_MOUNT
+_LAZY = {"ensure": "store", "listing": "store", "remove": "store", "install": "deploy",
+         "agent_dir": "store", "unpacked": "store"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +103,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "NODE_ROOT",
+    "NODE_STORE",
     "Bundle",
     "BundleError",
     "IntegrityError",
@@ -97,8 +111,10 @@ __all__ = [
     "UnknownVersion",
     "UnsupportedAgent",
     "UnsupportedArch",
+    "agent_dir",
     "ensure",
     "install",
     "listing",
     "remove",
+    "unpacked",
 ]

@@ -2,16 +2,20 @@
 
 Three steps through the trial environment, none recorded in the trajectory: one exec that
 removes an earlier bundle and reports the node's architecture, one `put_archive` of
-`bundle.tar` at `/` (the substrate unpacks it), one exec of `<entry> <check>`. When the
+`bundle.tar` at `/` (the substrate unpacks it; on a node where the substrate mounted the
+agent's bundle store read-only, a symlink to the bundle's unpacked tree instead), one exec
+of `<entry> <check>`. When the
 entry does not run, one more exec reads what explains it (architecture, C library, Python)
 and `BundleInstallError` says it in one line.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 
 from harness.agents.bundles import NODE_ROOT, Bundle
+from harness.agents.bundles.store import unpacked
 from harness.agents.cli import AgentSetupError
 from harness.errors import HarnessError
 
@@ -29,6 +33,20 @@ class BundleInstallError(AgentSetupError):
 def _line(text: str) -> str:
     lines = [x.strip() for x in (text or "").splitlines() if x.strip()]
     return lines[-1][:300] if lines else ""
+
+
+async def _link_mounted(bundle: Bundle, env, target) -> bool:
+    """When the substrate mounted the agent's bundle store into `target` (its extra
+    `agent_store`), link NODE_ROOT to this bundle's unpacked tree there; False (nothing
+    done) when there is no such mount or the tree is not seen in it."""
+    store = target.extra.get("agent_store")
+    if not store:
+        return False
+    tree = await asyncio.to_thread(unpacked, bundle)
+    src = f"{store}/{bundle.root.name}/{tree.name}{NODE_ROOT}"
+    res = await env.exec(f"test -d {shlex.quote(src)} && ln -sfn {shlex.quote(src)} "
+                         f"{NODE_ROOT}", timeout=60, node=target, record=False)
+    return res.ok
 
 
 async def install(bundle: Bundle, env, node=None) -> None:
@@ -51,12 +69,13 @@ async def install(bundle: Bundle, env, node=None) -> None:
             f"bundle for it (harness agent prepare {bundle.agent}@"
             f"{bundle.version} --arch {node_arch})"
         )
-    try:  # the tar file itself: a substrate that can streams it from disk
-        await env.substrate.put_archive(target, bundle.archive, "/")
-    except HarnessError as exc:
-        raise BundleInstallError(
-            f"{what}: copying the bundle into node {target.name} failed: {exc.message}"
-        ) from exc
+    if not await _link_mounted(bundle, env, target):
+        try:  # the tar file itself: a substrate that can streams it from disk
+            await env.substrate.put_archive(target, bundle.archive, "/")
+        except HarnessError as exc:
+            raise BundleInstallError(
+                f"{what}: copying the bundle into node {target.name} failed: {exc.message}"
+            ) from exc
     check = f"{shlex.quote(bundle.entry)} {bundle.manifest.get('check', '--version')}"
     res = await env.exec(f"{check} </dev/null", timeout=CHECK_TIMEOUT, node=target, record=False)
     if res.ok:

@@ -15,11 +15,12 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.agents.bundles import Bundle, catalog, registry
+from harness.agents.bundles import NODE_ROOT, Bundle, BundleError, catalog, registry
 from harness.agents.bundles.build import build
 from harness.agents.bundles.registry import Log
 from harness.paths import harness_home
@@ -28,6 +29,40 @@ from harness.results import now_iso, write_json_atomic
 
 def agents_home() -> Path:
     return harness_home() / "agents"
+
+
+def agent_dir(agent: str) -> Path:
+    """Where `agent`'s bundles are (every version, architecture and Python)."""
+    return agents_home() / agent
+
+
+def unpacked(bundle: Bundle) -> Path:
+    """`bundle`'s files unpacked beside its archive (`tree/`, holding opt/hx-agent/bundle/),
+    made once under the bundle's lock: unpacked in a temp dir, made unwritable by group and
+    others, renamed into place."""
+    tree = bundle.root / "tree"
+    if (tree / NODE_ROOT.lstrip("/")).is_dir():
+        return tree
+    with locked(f"{bundle.agent}-{bundle.root.name}"):
+        if (tree / NODE_ROOT.lstrip("/")).is_dir():
+            return tree
+        for stale in bundle.root.glob(".tree-*"):  # a killed unpack's
+            shutil.rmtree(stale, ignore_errors=True)
+        stage = bundle.root / f".tree-{os.getpid()}"
+        stage.mkdir()
+        try:
+            for cmd in (["tar", "-xf", str(bundle.archive), "-C", str(stage),
+                         "--no-same-owner", "--no-same-permissions"],
+                        ["chmod", "-R", "go-w", str(stage)]):
+                res = subprocess.run(cmd, capture_output=True, text=True)
+                if res.returncode != 0:
+                    raise BundleError(f"unpacking {bundle.archive} failed: "
+                                      f"{(res.stderr.strip().splitlines() or ['?'])[-1]}")
+            shutil.rmtree(tree, ignore_errors=True)  # a tree without its files
+            stage.rename(tree)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return tree
 
 
 @contextlib.contextmanager

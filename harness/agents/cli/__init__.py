@@ -120,6 +120,10 @@ class CliAgent(Agent):
             self.pin, self._checked = bundle.version, True
         return None
 
+    def node_files(self) -> Path | None:
+        """The agent's bundle store (`bundles.NODE_STORE` in the node)."""
+        return bundles.agent_dir(self.name) if self.use_bundle else None
+
     async def setup(self, env) -> None:
         if self.use_bundle:
             await self._install_bundle(env)

@@ -22,7 +22,14 @@ from pydantic import BaseModel
 from harness.config import Settings, load_settings
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.substrates import egress, firewall
-from harness.substrates.base import SETUP, ExecResult, Node, Substrate, TrialSpec
+from harness.substrates.base import (
+    AGENT_FILES_MOUNT,
+    SETUP,
+    ExecResult,
+    Node,
+    Substrate,
+    TrialSpec,
+)
 from harness.substrates.common import tar_bytes, toolbox_argv
 from harness.substrates.docker import (
     base_image,
@@ -68,6 +75,7 @@ class DockerSubstrate(Substrate):
         self.tls = tls
         self.builder = builder
         self._client = None
+        self._remaps_root: bool | None = None
 
     @classmethod
     def local_endpoint(cls) -> str:
@@ -180,7 +188,23 @@ class DockerSubstrate(Substrate):
         self._check_storage(spec.task)
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
                                         self.config.prefix, spec.task.network)
-        return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
+        return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit,
+                **self._agent_store(spec)}
+
+    def _agent_store(self, spec: TrialSpec) -> dict[str, str]:
+        """The module's `agent_store_*` variables: the agent's files (`spec.agent_files`)
+        mounted read-only into the primary node at AGENT_FILES_MOUNT, when this engine
+        runs on this machine and remaps root (a remapped root cannot write the host root's
+        files, even through a remount); otherwise none, and agent setup copies."""
+        src = spec.agent_files
+        if src is None or not src.is_dir() or self.builder is not None \
+                or not self.host.startswith("unix://"):
+            return {}
+        if self._remaps_root is None:
+            self._remaps_root = engine.status_of(self.client.info(), self.host)["userns"]
+        if not self._remaps_root:
+            return {}
+        return {"agent_store_node": spec.task.primary.name, "agent_store_source": str(src)}
 
     def _check_storage(self, task) -> None:
         """Free space before a trial (`storage.check_free`), when the engine is on this
@@ -212,7 +236,8 @@ class DockerSubstrate(Substrate):
         subnet = network.reserve_subnet(self.client, spec.trial_id, self.config.pool,
                                         self.config.prefix, spec.task.network,
                                         reserve=False)
-        return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit}
+        return {**render_vars(spec, subnet), "pids_limit": self.config.pids_limit,
+                **self._agent_store(spec)}
 
     def planned_outputs(self, tf_vars: dict[str, Any]) -> dict[str, Any]:
         """The module outputs apply will produce for these vars (names and IPs are fixed)."""
@@ -223,8 +248,11 @@ class DockerSubstrate(Substrate):
         out = tf_outputs.get("nodes") or {}
         primary = spec.task.primary.name
         extra = self._image_facts(spec) if spec.image else {}
+        store = {"agent_store": AGENT_FILES_MOUNT} if self._agent_store(spec) else {}
         return [Node(name=n.name, host=out[n.name]["container"], cluster_ip=out[n.name]["ipv4"],
-                     primary=n.name == primary, extra=dict(extra)) for n in spec.task.nodes]
+                     primary=n.name == primary,
+                     extra={**extra, **(store if n.name == primary else {})})
+                for n in spec.task.nodes]
 
     def _image_facts(self, spec: TrialSpec) -> dict[str, Any]:
         try:

@@ -64,6 +64,17 @@ resource "docker_container" "node" {
     "/tmp" = "rw,exec,size=${max(16, floor(each.value.memory_mb / 2))}m"
   } : {}) : {}
 
+  # the agent's files (its CLI bundles), read-only, on the node the agent runs on: agent
+  # setup links to them instead of copying (a remapped root cannot write the host's files)
+  dynamic "volumes" {
+    for_each = each.key == var.agent_store_node && var.agent_store_source != "" ? [var.agent_store_source] : []
+    content {
+      host_path      = volumes.value
+      container_path = "/opt/hx-agent/store"
+      read_only      = true
+    }
+  }
+
   networks_advanced {
     name         = docker_network.this.id
     aliases      = [each.key]

@@ -83,3 +83,15 @@ variable "egress" {
   type        = bool
   default     = false
 }
+
+variable "agent_store_node" {
+  description = "The node that mounts agent_store_source read-only at /opt/hx-agent/store (the agent's node)."
+  type        = string
+  default     = ""
+}
+
+variable "agent_store_source" {
+  description = "A directory of the engine's machine holding the agent's files (its CLI bundles); empty: none is mounted."
+  type        = string
+  default     = ""
+}
