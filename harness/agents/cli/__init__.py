@@ -262,36 +262,14 @@ class CliAgent(Agent):
             (env.paths.agent_log.parent / "session.jsonl").write_text(lines)
 
 
-class ClaudeCodeAgent(CliAgent):
-    name = "claude-code"
-    spec = SPECS["claude-code"]
+def _agent_class(name: str, spec: CliSpec) -> type[CliAgent]:
+    """The agent class of one CLI: its name and spec, nothing else (the registry finds it
+    in this module's namespace)."""
+    title = "".join(part.title() for part in name.split("-"))
+    return type(title if title.endswith("Agent") else f"{title}Agent", (CliAgent,), {
+        "name": name, "spec": spec, "__module__": __name__,
+        "__doc__": f"The {name} CLI ({spec.package}), run headless through the gateway."})
 
 
-class CodexAgent(CliAgent):
-    name = "codex"
-    spec = SPECS["codex"]
-
-
-class GeminiCliAgent(CliAgent):
-    name = "gemini-cli"
-    spec = SPECS["gemini-cli"]
-
-
-class OpenCodeAgent(CliAgent):
-    name = "opencode"
-    spec = SPECS["opencode"]
-
-
-class QwenCodeAgent(CliAgent):
-    name = "qwen-code"
-    spec = SPECS["qwen-code"]
-
-
-class MiniSweAgent(CliAgent):
-    name = "mini-swe-agent"
-    spec = SPECS["mini-swe-agent"]
-
-
-class AiderAgent(CliAgent):
-    name = "aider"
-    spec = SPECS["aider"]
+# one class per CliSpec: adding a CLI is adding its spec (specs.py) and its bundle recipe
+globals().update({cls.__name__: cls for cls in (_agent_class(n, s) for n, s in SPECS.items())})
