@@ -9,6 +9,7 @@ from typing import Any
 from harness.campaign.executors import Executor
 from harness.campaign.hosts import HostSet
 from harness.campaign.queue import TrialQueue, clean_unfinished
+from harness.errors import InputError
 from harness.results import TrialRecord
 from harness.trial import run_async
 
@@ -20,8 +21,6 @@ class LocalExecutor(Executor):
 
     def __init__(self, address: str | None = None):
         if address:
-            from harness.errors import InputError
-
             raise InputError("only with --executor ray", key="--address")
         self.hosts_set: HostSet | None = None
         self.queue: TrialQueue | None = None

@@ -15,8 +15,10 @@ into the journal with the node's name, which `campaign status` reports per node
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sys
 import tarfile
 import time
 from collections.abc import Callable
@@ -84,10 +86,15 @@ class RayExecutor(Executor):
         self.run_dir, self.camp, self.log = run_dir, camp, log
         self.config = camp.model_dump(mode="json")
         check_reachable(self.address)
+        # Ray prints its cluster's error messages (a node lost) on stdout: the driver's
+        # stdout is `apply --json`'s, so they go to stderr until `run` disconnects
+        self._stdout = contextlib.redirect_stdout(sys.stderr)
+        self._stdout.__enter__()
         try:
             ray.init(address=self.address, log_to_driver=False, logging_level="ERROR",
                      configure_logging=False)
         except Exception as exc:  # ConnectionError, a version mismatch, no cluster
+            self._stdout.__exit__(None, None, None)
             raise InputError(f"cannot connect to the Ray cluster at {self.address!r}: "
                              f"{str(exc).strip().splitlines()[0][:300]}",
                              key="--address") from None
@@ -95,7 +102,7 @@ class RayExecutor(Executor):
         wanted = [SLOTS] + [slot_resource(s) for s in sorted(substrates)]
         missing = [r for r in wanted if not offered.get(r)]
         if missing:
-            ray.shutdown()
+            self._disconnect()
             raise InputError(f"no node of the Ray cluster at {self.address!r} offers "
                              f"{', '.join(missing)}; start worker nodes with `ray start "
                              "--address ADDR --resources \"$(harness campaign "
@@ -158,8 +165,12 @@ class RayExecutor(Executor):
             ray.wait(pending, num_returns=len(pending), timeout=60)
         journal.write("stopped" if self.cancelled else "completed")
         self._write_nodes(final=True)
-        ray.shutdown()
+        self._disconnect()
         return records
+
+    def _disconnect(self) -> None:
+        ray.shutdown()
+        self._stdout.__exit__(None, None, None)
 
     def _finish(self, t: dict[str, Any], ref: Any, journal: Journal,
                 where: dict[str, str]) -> TrialRecord:

@@ -4,7 +4,7 @@ its own `$HARNESS_HOME` (linked to this machine's caches: providers, images, too
 hosts file of its own (its share of the one Docker engine: its slots and its own subnet
 pool), so each worker is a node with its own engines as far as the harness can tell.
 
-    with LocalCluster(tmp, workers=2, slots=2) as cluster:
+    with LocalCluster(tmp, host_for, workers=2, slots=2) as cluster:
         ... campaign apply RUN --executor ray --address cluster.address ...
         os.kill(cluster.raylet_pid(1), signal.SIGKILL)   # lose worker 1
 
@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -41,13 +44,15 @@ def _ray_bin() -> str:
 
 
 class LocalCluster:
-    """Head (no trial slots) + `workers` nodes named w1..wN with `slots` docker slots."""
+    """Head (no trial slots) + `workers` nodes named w1..wN, worker i's one host
+    `host_for(i, slots)` (a hosts-file entry: its engine endpoint with a subnet pool of its
+    own, its capacity with `slots` trials)."""
 
-    def __init__(self, root: Path, workers: int = 2, slots: int = 2,
-                 docker_host: str | None = None):
-        self.root, self.slots = Path(root), slots
-        self.docker = docker_host or os.environ.get("DOCKER_HOST") or \
-            "unix:///run/harness/docker.sock"
+    def __init__(self, root: Path, host_for: Callable[[int, int], dict], workers: int = 2,
+                 slots: int = 2):
+        self.root, self.slots, self.host_for = Path(root), slots, host_for
+        # Ray's sockets live under its temp dir: a unix socket path has at most 107 bytes
+        self.tmp = Path(tempfile.mkdtemp(prefix="hxray-", dir="/tmp"))
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen] = {}
@@ -69,12 +74,12 @@ class LocalCluster:
         path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH"))
                                if p)
         return {**os.environ, "PYTHONPATH": path, "RAY_USAGE_STATS_ENABLED": "0",
-                "RAY_TMPDIR": str(self.root / "ray"), **extra}
+                "RAY_TMPDIR": str(self.tmp), **extra}
 
     def _start(self, name: str, args: list[str], env: dict[str, str]) -> None:
         log = open(self.root / f"{name}.log", "w")
         self.procs[name] = subprocess.Popen(
-            [_ray_bin(), "start", "--block", f"--temp-dir={self.root / 'ray'}",
+            [_ray_bin(), "start", "--block", f"--temp-dir={self.tmp}",
              "--disable-usage-stats", *args],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -96,10 +101,8 @@ class LocalCluster:
             for entry in base.iterdir():
                 if entry.name not in PRIVATE:
                     (home / entry.name).symlink_to(entry)
-            (home / "hosts.yaml").write_text(yaml.safe_dump({"hosts": [{
-                "name": f"w{i}", "docker": {"url": self.docker, "pool": f"10.{230 + i}.0.0/16"},
-                "capacity": {"cpus": os.cpu_count() or 1, "memory_mb": 4096,
-                             "max_trials": {"docker": self.slots}}}]}))
+            (home / "hosts.yaml").write_text(yaml.safe_dump({"hosts": [
+                self.host_for(i, self.slots)]}))
         self.homes[i] = home
         return home
 
@@ -199,3 +202,4 @@ class LocalCluster:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -28,8 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.campaign.executors.ray.ship import pack
 from harness.paths import REPO_ROOT, RunPaths, harness_home
 from harness.placement import HostsFile, engine_for, resolve_hosts
+from harness.substrates import names
 
 SLOTS = "harness_trials"
 DEFAULT_SLOTS = 2  # per substrate of a host whose capacity does not say (max_trials)
@@ -49,23 +51,16 @@ def node_resources(hosts: HostsFile | None = None) -> dict[str, int]:
     for h in hosts.hosts:
         if not h.enabled:
             continue
-        slots = {sub: n for sub, n in h.capacity.max_trials.items() if n > 0}
-        for engine in ("docker", "libvirt"):
-            if h.endpoint(engine) is None:
-                continue
-            for sub in _substrates_on(engine):
-                slots.setdefault(sub, 0 if sub in h.capacity.max_trials else DEFAULT_SLOTS)
+        slots = dict(h.capacity.max_trials)
+        for sub in names():
+            engine = engine_for(sub)
+            if engine and h.endpoint(engine) is not None:
+                slots.setdefault(sub, DEFAULT_SLOTS)
         slots = {s: n for s, n in slots.items() if n > 0}
         for sub, n in slots.items():
             out[slot_resource(sub)] = out.get(slot_resource(sub), 0) + n
         total += max(slots.values(), default=0)
     return {SLOTS: total, **dict(sorted(out.items()))}
-
-
-def _substrates_on(engine: str) -> list[str]:
-    from harness.substrates import names
-
-    return [n for n in names() if engine_for(n) == engine]
 
 
 def demand(t: dict[str, Any]) -> dict[str, float]:
@@ -94,8 +89,6 @@ def run_trial(t: dict[str, Any], config: dict[str, Any], progress: Any = None
               ) -> dict[str, Any]:
     """Run planned trial `t` of the campaign `config` on this node; its packed trial dir.
     Raises when the child ended without a result (the driver records a crash)."""
-    from harness.campaign.executors.ray.ship import pack
-
     node, tid = node_name(), t["trial_id"]
     run = local_run_dir(config["name"])
     spec = run / "specs" / f"{tid}.json"
