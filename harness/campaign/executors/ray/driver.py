@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import tarfile
@@ -57,6 +58,11 @@ class Progress:
     def drain(self) -> list[tuple[str, str, str]]:
         out, self.events = self.events, []
         return out
+
+
+def _interrupt(signum, frame) -> None:
+    """SIGTERM stops the driver as Ctrl-C does: cancel the trials (each tears down)."""
+    raise KeyboardInterrupt
 
 
 def check_reachable(address: str, timeout: float = 5.0) -> None:
@@ -133,11 +139,14 @@ class RayExecutor(Executor):
         refs = {task.options(num_cpus=0, resources=demand(t), max_retries=MAX_RETRIES,
                              retry_exceptions=False, name=f"trial {t['trial_id']}")
                 .remote(t, self.config, progress): t for t in todo}
-        pending, records, where = list(refs), [], {}
+        pending, records, where, ended = list(refs), [], {}, set()
+        old_term = signal.signal(signal.SIGTERM, _interrupt)
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
                 for tid, node, phase in ray.get(progress.drain.remote()):
+                    if tid in ended:  # a late report of a trial already installed
+                        continue
                     if where.get(tid) != node:
                         if tid in where:
                             self.log(f"trial {tid}: node {where[tid]} lost; running again "
@@ -151,6 +160,7 @@ class RayExecutor(Executor):
                 for ref in done:
                     records.append(self._finish(refs[ref], ref, journal, where))
                     tid = refs[ref]["trial_id"]
+                    ended.add(tid)
                     state.running.pop(tid, None)
                     state.done += 1
                     state.statuses[records[-1].status] = (
@@ -163,6 +173,8 @@ class RayExecutor(Executor):
             for ref in pending:
                 ray.cancel(ref)
             ray.wait(pending, num_returns=len(pending), timeout=60)
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
         journal.write("stopped" if self.cancelled else "completed")
         self._write_nodes(final=True)
         self._disconnect()
