@@ -51,7 +51,7 @@ PY=${PYTHON:-python3}
 stamp=.venv/.harness-installed
 if [[ ! -f $stamp || pyproject.toml -nt $stamp ]]; then
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev,vm,cloudlab]'
+  .venv/bin/pip install -q -e '.[dev,vm,cloudlab,ray]'
   touch "$stamp"
   echo "installed the project and its dependencies"
 else

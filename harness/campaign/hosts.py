@@ -12,6 +12,7 @@ memory, as on one machine.
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 from harness.errors import InputError, PreflightError
@@ -25,10 +26,40 @@ def shard_of(trial_id: str, count: int) -> int:
     return int(hashlib.sha256(trial_id.encode()).hexdigest()[:8], 16) % count + 1
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """`K/N` (1 <= K <= N) -> (K, N); None for no sharding; one-line error otherwise."""
+def shard_from_env(text: str, env: dict[str, str] | None = None) -> str:
+    """`auto` or `auto/N` -> `K/N` from a job array's index: Slurm's
+    `SLURM_ARRAY_TASK_ID` (K = id - SLURM_ARRAY_TASK_MIN + 1; N defaults to
+    SLURM_ARRAY_TASK_COUNT) or a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX` (0-based:
+    K = index + 1; N must be given, the Job's `completions`)."""
+    env = os.environ if env is None else env
+    _, _, count = text.partition("/")
+    if env.get("SLURM_ARRAY_TASK_ID"):
+        k = int(env["SLURM_ARRAY_TASK_ID"]) - int(env.get("SLURM_ARRAY_TASK_MIN") or 0) + 1
+        count = count or env.get("SLURM_ARRAY_TASK_COUNT", "")
+    elif env.get("JOB_COMPLETION_INDEX"):
+        k = int(env["JOB_COMPLETION_INDEX"]) + 1
+    else:
+        raise InputError(f"got {text!r} but neither SLURM_ARRAY_TASK_ID nor "
+                         "JOB_COMPLETION_INDEX is set (valid outside a job array: K/N)",
+                         key="--shard")
+    if not count:
+        raise InputError(f"got {text!r}: the shard count is not known here (valid: "
+                         "auto/N, N the Job's completions)", key="--shard")
+    return f"{k}/{count}"
+
+
+def parse_shard(text: str | None, env: dict[str, str] | None = None
+                ) -> tuple[int, int] | None:
+    """`K/N` (1 <= K <= N) -> (K, N); `auto[/N]` from a job array's index
+    (`shard_from_env`); None for no sharding; one-line error otherwise."""
     if not text:
         return None
+    if text == "auto" or text.startswith("auto/"):
+        try:
+            text = shard_from_env(text, env)
+        except ValueError:
+            raise InputError(f"got {text!r}: the job array's index is not a number",
+                             key="--shard") from None
     try:
         k, n = (int(x) for x in text.split("/"))
     except ValueError:

@@ -11,21 +11,16 @@ from typing import Any
 from harness import owner
 from harness.campaign import runlock
 from harness.campaign.collect import collect
-from harness.campaign.hosts import HostSet, parse_shard, shard_of
+from harness.campaign.executors import get_executor
+from harness.campaign.hosts import parse_shard, shard_of
 from harness.campaign.model import CampaignFile, PlannedTrial, move_aside, read_plan, trial_state
 from harness.campaign.plan import ensure_run_dir, plan_campaign, substrates_for
-from harness.campaign.queue import (
-    QueueState,
-    TrialQueue,
-    clean_unfinished,
-    resolve_secrets,
-)
+from harness.campaign.queue import QueueState, resolve_secrets
 from harness.campaign.status import campaign_status
 from harness.errors import InputError
 from harness.paths import RunPaths
 from harness.placement import resolve_hosts
 from harness.tools.terraform import TrialTerraform
-from harness.trial import run_async
 from harness.upkeep.gc import collect_garbage
 
 __all__ = ["apply_campaign", "campaign_status", "collect_results", "destroy_campaign",
@@ -38,12 +33,14 @@ def _campaign(plan: dict[str, Any]) -> CampaignFile:
 
 def apply_campaign(target: Path, out: Path | None = None, concurrency: int | None = None,
                    force: bool = False, on_change: Callable[[QueueState], None] = lambda s: None,
-                   log: Callable[[str], None] = print, shard: str | None = None
-                   ) -> dict[str, Any]:
+                   log: Callable[[str], None] = print, shard: str | None = None,
+                   executor: str = "local", address: str | None = None) -> dict[str, Any]:
     """Plan if given a file, then run every trial that has no final result; resume-safe.
     With `shard` "K/N" only the trials of shard K (`hosts.shard_of`), so N controllers
-    share one campaign."""
+    share one campaign. `executor` runs them (`harness.campaign.executors`: "local", or
+    "ray" on the Ray cluster at `address`)."""
     sharding = parse_shard(shard)
+    runner = get_executor(executor, address=address)
     run_dir, file = ensure_run_dir(target, out)
     lock = f"{sharding[0]}/{sharding[1]}" if sharding else ""
     runlock.acquire(run_dir, "campaign apply", lock)
@@ -64,8 +61,7 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
         resolve_secrets(agent)
     planned = [PlannedTrial(**t) for t in plan["trials"]]
     subs = substrates_for(camp, planned)
-    hosts = HostSet.for_campaign(camp, subs)
-    hosts.preflight(sorted(subs), log=log)
+    runner.prepare(run_dir, camp, subs, log)
     todo, kept = [], 0
     for t in plan["trials"]:
         if sharding and shard_of(t["trial_id"], sharding[1]) != sharding[0]:
@@ -81,18 +77,17 @@ def apply_campaign(target: Path, out: Path | None = None, concurrency: int | Non
             raise InputError(f"trial {t['trial_id']} is being run by another harness process "
                              "now; wait for it to finish or stop it, then run this again",
                              file=str(run_dir))
-        clean_unfinished(run_dir, t, hosts)
+        runner.clean(t)
         if state == "changed":
             move_aside(run_dir, t["trial_id"], "changed")
         todo.append(t)
     log(f"{kept} trial(s) already done, {len(todo)} to run")
-    queue = TrialQueue(run_dir, camp, subs, on_change=on_change, hosts=hosts, log=log)
-    records = run_async(queue.run(todo)) if todo else []
+    records = runner.run(todo, on_change)
     rows = collect(run_dir)
     crashed = [r.trial_id for r in records if (r.error or {}).get("type") == "HarnessCrash"]
     return {"run_dir": str(run_dir), "kept": kept, "ran": len(records),
-            "hosts": {h: hosts.drained.get(h, "ok") for h in hosts.names},
-            "cancelled": queue.stopping, "statuses": dict(Counter(r.status for r in records)),
+            "executor": runner.name, "hosts": runner.hosts(),
+            "cancelled": runner.cancelled, "statuses": dict(Counter(r.status for r in records)),
             "crashed": crashed, "results": rows}
 
 

@@ -7,6 +7,7 @@ Fast on a large campaign (100,000 trials): nothing here reads every trial's file
 - each trial's status from the run's results index (`analysis.index.read`, which lists the
   trial dirs and reads from disk what the index does not hold: a trial killed after its
   result.json was written is counted, one whose dir was moved aside is not);
+- per node (`--executor ray`): the driver's `results/nodes.json`, one small file;
 - running trials only matter among the trials without a result: the journal is read (with
   Polars; line by line if a line is torn) only when there are such trials, and of it only
   the events since the last `apply`; otherwise its last line is enough.
@@ -112,6 +113,19 @@ def running_since_apply(journal: Path, among: set[str]) -> dict[str, str]:
             if e in ("started", "phase")}
 
 
+def nodes(run_dir: Path, applying: bool) -> dict[str, Any]:
+    """Per worker node of a run applied with `--executor ray`: its finished trials by
+    status and, while an apply runs, its running trials with their phase
+    (`results/nodes.json`, kept by the driver); {} for a local run."""
+    try:
+        data = json.loads((RunPaths(run_dir).results / "nodes.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(n): {"done": dict(v.get("done") or {}),
+                     "running": dict(v.get("running") or {}) if applying else {}}
+            for n, v in (data.get("nodes") or {}).items() if isinstance(v, dict)}
+
+
 def campaign_status(run_dir: Path) -> dict[str, Any]:
     """Counts by status, running trials with their phase, and an ETA."""
     plan = plan_index(run_dir)
@@ -146,6 +160,7 @@ def campaign_status(run_dir: Path) -> dict[str, Any]:
            if applying and mean is not None and pending else None)
     return {"campaign": plan["campaign"], "total": len(plan["ids"]),
             "state": state, "states": dict(states), "running": running,
+            "nodes": nodes(run_dir, applying),
             "interrupted": interrupted,
             "eta_sec": round(eta) if eta is not None else None,
             "journal_last": last,

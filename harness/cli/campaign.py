@@ -56,7 +56,13 @@ def apply(
     force: bool = typer.Option(False, "--force", help="Re-run finished trials that changed."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     shard: str = typer.Option(None, "--shard", help="K/N: run a deterministic 1/N of the "
-                              "trials (N controllers share one campaign)."),
+                              "trials (N controllers share one campaign); auto or auto/N: K (and "
+                              "N) from SLURM_ARRAY_TASK_ID or JOB_COMPLETION_INDEX."),
+    executor: str = typer.Option("local", "--executor", help="local (this process) or ray "
+                                 "(one Ray task per trial on a Ray cluster's worker nodes; "
+                                 "extra `ray`)."),
+    address: str = typer.Option(None, "--address", help="With --executor ray: the cluster's "
+                                "host:port (default $RAY_ADDRESS, else the local cluster)."),
 ) -> None:
     """Run every trial without a final result; resume after a crash; Ctrl-C stops cleanly."""
     from rich.console import Console
@@ -88,7 +94,8 @@ def apply(
     with progress:
         summary = apply_campaign(target, out, concurrency, force, on_change,
                                  log=(lambda m: None) if as_json else
-                                 (lambda m: con.print(Text(printable(m)))), shard=shard)
+                                 (lambda m: con.print(Text(printable(m)))), shard=shard,
+                                 executor=executor, address=address)
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
@@ -122,8 +129,20 @@ def status(run_dir: Path = typer.Argument(..., help="Campaign run dir."),
     for trial_id in st["interrupted"]:
         print(printable(f"  interrupted {trial_id} (its apply is gone; apply again re-runs "
                         "it)"))
+    for node, info in sorted((st.get("nodes") or {}).items()):
+        print(printable(f"  node {node}: {len(info['running'])} running, done "
+                        f"{dict(sorted(info['done'].items()))}"))
     if st["eta_sec"] is not None:
         print(printable(f"  eta ~{st['eta_sec']} s"))
+
+
+@campaign_app.command("node-resources")
+def node_resources() -> None:
+    """Print the Ray resources this node offers (its hosts file's trial slots), as JSON
+    for `ray start --resources`."""
+    from harness.campaign.executors.ray.node import node_resources as offer
+
+    print(json.dumps(offer()))
 
 
 @campaign_app.command("destroy")
