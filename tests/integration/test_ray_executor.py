@@ -78,6 +78,7 @@ def test_campaign_on_two_ray_nodes_survives_a_lost_node(tmp_path):
     solve.write_text("".join(lines[:2]) + SLOW_SOLVE + "".join(lines[2:]))
     camp = tmp_path / "c.yaml"
     camp.write_text(yaml.safe_dump({"name": NAME, "tasks": [str(task)], "attempts": 4,
+                                    "concurrency": 3,  # below the cluster's 4 slots
                                     "agents": [{"name": "oracle"}, {"name": "nop"}]}))
     run_dir = tmp_path / "run"
     with LocalCluster(tmp_path / "cluster", worker_host, workers=2, slots=2) as cluster:
@@ -101,6 +102,12 @@ def test_campaign_on_two_ray_nodes_survives_a_lost_node(tmp_path):
                        (run_dir / "journal.jsonl").read_text().splitlines()]
             finished = Counter(e["trial"] for e in journal if e["event"] == "finished")
             assert set(finished) == trials and set(finished.values()) == {1}, finished
+            in_flight, most = set(), 0  # the campaign's concurrency caps the cluster
+            for e in journal:
+                if e["event"] in ("started", "finished"):
+                    (in_flight.add if e["event"] == "started" else in_flight.discard)(e["trial"])
+                    most = max(most, len(in_flight))
+            assert 2 <= most <= 3, most
             last = {e["trial"]: e for e in journal if e["event"] == "finished"}
             for tid in trials:
                 rec = json.loads((run_dir / "trials" / tid / "result.json").read_text())

@@ -136,14 +136,24 @@ class RayExecutor(Executor):
         task = ray.remote(run_trial)
         journal.write("apply", trials=len(todo), pid=os.getpid(), executor="ray",
                       address=self.address)
-        refs = {task.options(num_cpus=0, resources=demand(t), max_retries=MAX_RETRIES,
-                             retry_exceptions=False, name=f"trial {t['trial_id']}")
-                .remote(t, self.config, progress): t for t in todo}
-        pending, records, where, ended = list(refs), [], {}, set()
+        def submit(t: dict[str, Any]) -> Any:
+            ref = task.options(num_cpus=0, resources=demand(t), max_retries=MAX_RETRIES,
+                               retry_exceptions=False, name=f"trial {t['trial_id']}"
+                               ).remote(t, self.config, progress)
+            refs[ref] = t
+            return ref
+
+        # the campaign's concurrency (or --concurrency) caps the trials in flight on the
+        # cluster, as it does on this machine; the nodes' slots place them
+        limit, waiting, refs = self.camp.concurrency.total, list(todo), {}
+        pending = [submit(waiting.pop(0)) for _ in range(min(limit, len(waiting)))]
+        records, where, ended = [], {}, set()
         old_term = signal.signal(signal.SIGTERM, _interrupt)
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
+                while waiting and len(pending) < limit:
+                    pending.append(submit(waiting.pop(0)))
                 for tid, node, phase in ray.get(progress.drain.remote()):
                     if tid in ended:  # a late report of a trial already installed
                         continue
