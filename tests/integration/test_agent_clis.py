@@ -33,6 +33,7 @@ PAT = "'sk-cli-test-REALKE[Y]'"
 LOOK = (f"env | grep -c {PAT} | sed s/^/env=/; grep -l {PAT} /proc/*/environ 2>/dev/null "
         "| wc -l | sed s/^/proc=/; grep -rl --exclude-dir=proc --exclude-dir=sys "
         f"--exclude-dir=dev {PAT} / 2>/dev/null | wc -l | sed s/^/disk=/")
+MINI_SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 SHELL_CLIS = ["claude-code", "codex", "gemini-cli", "opencode", "qwen-code", "mini-swe-agent"]
 
 
@@ -56,8 +57,10 @@ def provider_keys(monkeypatch):
 
 @pytest.mark.parametrize("agent", SHELL_CLIS)
 def test_cli_solves_hello_docker_through_its_own_shell_tool(agent, tmp_path):
-    model = conversation(tmp_path, agent, [{"run": LOOK}, {"run": SOLVE},
-                                           {"say": "Created /srv/hello/greeting.txt."}])
+    # mini-swe-agent ends on its submit command (a plain answer is a format error to it)
+    last = {"run": f"echo {MINI_SUBMIT}"} if agent == "mini-swe-agent" else \
+        {"say": "Created /srv/hello/greeting.txt."}
+    model = conversation(tmp_path, agent, [{"run": LOOK}, {"run": SOLVE}, last])
     trial, rec = run_cli(tmp_path, agent, model)
     assert rec.status == "passed" and rec.reward == 1.0, (rec.status, rec.error)
     assert rec.agent.version not in ("", "?") and rec.agent.version[0].isdigit()
@@ -81,6 +84,9 @@ def test_cli_solves_hello_docker_through_its_own_shell_tool(agent, tmp_path):
         assert any("env=0" in c and "disk=0" in c for c in seen), seen
     if agent != "mini-swe-agent":
         assert atif["agent"]["extra"]["session"]["session_id"], atif["agent"]
+    else:  # it ended on its submit command, not on format errors
+        assert "RepeatedFormatError" not in trial.paths.agent_log.read_text()
+        assert len(calls) == 3, len(calls)
     assert labeled(rec.trial_id) == []
 
 
