@@ -257,8 +257,7 @@ class Gateway:
         body = None
         if request.method == "POST":
             try:
-                async with asyncio.timeout(self.settings.read_timeout_sec):
-                    raw = await request.read()
+                raw = await self._read(request)
             except web.HTTPRequestEntityTooLarge:
                 raise Refusal(413, "request_too_large", "the request body is larger than "
                               f"{self.settings.max_body_mb:g} MB") from None
@@ -285,6 +284,14 @@ class Gateway:
                 raise Refusal(429, "rate_limit_error",
                               f"too many concurrent streams for this trial (limit {limit})")
         return body
+
+    async def _read(self, request: web.Request) -> bytes:
+        """The body, within `read_timeout_sec` unless it has all arrived already (then
+        reading it does not wait)."""
+        if request.content.is_eof():
+            return await request.read()
+        async with asyncio.timeout(self.settings.read_timeout_sec):
+            return await request.read()
 
     async def _dispatch(self, grant: Grant, api: str, body: dict | None,
                         request: web.Request, entry: dict, started: float
