@@ -144,8 +144,12 @@ class Grant:
         trial's secrets): one write, one fsync."""
         data = "".join(self.redact(json.dumps(e, ensure_ascii=False, default=str)) + "\n"
                        for e in entries)
-        self.records.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            fd = os.open(self.records, flags, 0o644)
+        except FileNotFoundError:  # its directory is made on the first write
+            self.records.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.records, flags, 0o644)
         try:
             os.write(fd, data.encode())
             os.fsync(fd)
