@@ -58,7 +58,11 @@ def price_for(model: str | None, overrides: Mapping[str, Price] | None = None) -
 def cost_usd(model: str | None, tokens: Mapping[str, int | None],
              overrides: Mapping[str, Price] | None = None) -> float | None:
     """USD cost of `tokens` ({input, output, cache}); None without a price or token counts."""
-    price = price_for(model, overrides)
+    return cost_of(price_for(model, overrides), tokens)
+
+
+def cost_of(price: Price | None, tokens: Mapping[str, int | None]) -> float | None:
+    """USD cost of `tokens` at `price` (see `cost_usd`)."""
     if price is None or tokens.get("input") is None or tokens.get("output") is None:
         return None
     cached = tokens.get("cache") or 0

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.agents.prices import cost_usd
+from harness.agents.prices import Price, cost_of, price_for
 from harness.gateway.models import Budget, Upstream
 
 TOKEN_PREFIX = "hxg-"
+ALLOWS_CACHED = 256
 
 
 def token_digest(token: str) -> str:
@@ -61,6 +62,10 @@ class Grant:
     calls_with_usage: int = 0
     pending: list[dict] = field(default_factory=list)
     writer: asyncio.Task | None = None
+    _allowed: dict[tuple[str | None, str | None], bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _price: tuple[Upstream, Price | None] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def mint(cls, trial_id: str, upstream: Upstream, budget: Budget, sources: list[str],
@@ -72,7 +77,17 @@ class Grant:
                    local_addrs=set(local_addrs), records=records, redact=redact)
 
     def allows(self, remote: str | None, local: str | None) -> bool:
-        """Whether a call from `remote` to the gateway's `local` address may use it."""
+        """Whether a call from `remote` to the gateway's `local` address may use it (each
+        pair is decided once; at most `ALLOWS_CACHED` pairs are remembered)."""
+        key = (remote, local)
+        allowed = self._allowed.get(key)
+        if allowed is None:
+            if len(self._allowed) >= ALLOWS_CACHED:
+                self._allowed.clear()
+            allowed = self._allowed[key] = self._decide(remote, local)
+        return allowed
+
+    def _decide(self, remote: str | None, local: str | None) -> bool:
         try:
             addr = ipaddress.ip_address(remote or "")
         except ValueError:
@@ -102,8 +117,10 @@ class Grant:
         self.calls_with_usage += 1
         for k in self.usage:
             self.usage[k] += usage.get(k, 0)
-        overrides = {self.upstream.model: self.upstream.prices} if self.upstream.prices else None
-        price = cost_usd(self.upstream.model, usage, overrides)
+        if self._price is None or self._price[0] is not self.upstream:
+            up = self.upstream
+            self._price = (up, price_for(up.model, {up.model: up.prices} if up.prices else None))
+        price = cost_of(self._price[1], usage)
         if self.upstream.provider == "scripted" and not self.upstream.prices:
             price = 0.0
         if price is None:
@@ -127,8 +144,12 @@ class Grant:
         trial's secrets): one write, one fsync."""
         data = "".join(self.redact(json.dumps(e, ensure_ascii=False, default=str)) + "\n"
                        for e in entries)
-        self.records.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.records, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            fd = os.open(self.records, flags, 0o644)
+        except FileNotFoundError:  # its directory is made on the first write
+            self.records.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.records, flags, 0o644)
         try:
             os.write(fd, data.encode())
             os.fsync(fd)

@@ -48,6 +48,25 @@ def test_unknown_token_and_wrong_trial_source_and_address_are_refused(tmp_path):
     run(main())
 
 
+def test_address_decisions_are_remembered_per_pair_and_bounded(tmp_path):
+    """A grant decides each (remote, local) pair once, the same way every time; the pairs
+    it remembers are bounded (a spoofing neighbour cannot grow them)."""
+    from harness.gateway import grants
+
+    up = Upstream(name="s", provider="scripted", model="s", script=tmp_path / "c.yaml")
+    grant = Grant.mint("t", up, Budget(), ["10.0.0.0/30", "fd00::/126"], ["10.0.0.9"],
+                       tmp_path / "llm.jsonl")
+    cases = {("10.0.0.2", "10.0.0.9"): True, ("10.0.0.5", "10.0.0.9"): False,
+             ("10.0.0.2", "127.0.0.1"): False, ("fd00::1", "10.0.0.9"): True,
+             (None, "10.0.0.9"): False, ("not an address", "10.0.0.9"): False}
+    for _ in range(2):
+        assert {k: grant.allows(*k) for k in cases} == cases
+    for n in range(3 * grants.ALLOWS_CACHED):
+        assert not grant.allows(f"10.1.{n // 256}.{n % 256}", "10.0.0.9")
+    assert len(grant._allowed) <= grants.ALLOWS_CACHED
+    assert {k: grant.allows(*k) for k in cases} == cases
+
+
 def test_revoked_token_is_refused_and_recorded(tmp_path):
     async def main():
         gw, grant, url = await gateway_with_grant(tmp_path, scripted(tmp_path))
