@@ -97,14 +97,17 @@ def run_trial(t: dict[str, Any], config: dict[str, Any], progress: Any = None
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     started = time.monotonic()
-    child = subprocess.Popen([sys.executable, "-m", "harness.campaign.executors.ray.trial_main",
-                              str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+    # stderr to a file, not a second pipe: read after stdout's end, a pipe the child
+    # filled meanwhile would block both
+    errors = spec.with_suffix(".stderr")
+    with errors.open("w") as err:
+        child = subprocess.Popen([sys.executable, "-m",
+                                  "harness.campaign.executors.ray.trial_main", str(spec)],
+                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     try:
         for line in child.stdout:
             if progress is not None and line.startswith("phase "):
                 progress.event.remote(tid, node, line.split(" ", 1)[1].strip())
-        stderr = child.stderr.read()
         child.wait()
     except BaseException:  # cancelled (ray.cancel) or interrupted: the child tears down
         child.send_signal(signal.SIGTERM)
@@ -112,11 +115,15 @@ def run_trial(t: dict[str, Any], config: dict[str, Any], progress: Any = None
         raise
     paths = RunPaths(run).trial(tid)
     if not paths.result.is_file():
+        with errors.open("rb") as fh:  # its last lines only
+            fh.seek(max(0, errors.stat().st_size - 4096))
+            stderr = fh.read().decode(errors="replace")
         tail = " ".join(stderr.strip().splitlines()[-3:])[:600]
         raise RuntimeError(f"trial {tid} on node {node} ended without a result "
                            f"(exit {child.returncode}): {tail}")
     data = pack(paths.root)
     shutil.rmtree(paths.root, ignore_errors=True)
     spec.unlink(missing_ok=True)
+    errors.unlink(missing_ok=True)
     return {"trial_id": tid, "node": node, "data": data,
             "seconds": round(time.monotonic() - started, 1)}
