@@ -5,13 +5,14 @@ answers every Chat Completions call with the scripted model's answer (no token, 
 budget or record), and `gateway`, the harness gateway with one trial's grant in front of
 the same scripted model (token and address checks, body limits, budget, usage, and the
 fsync'd, redacted llm.jsonl record). The client (this process) sends the same requests to
-both, with 1 and with 32 calls in flight, and prints per side the p50 and p99 latency of a
-whole call, of a streamed call's first byte, and the gateway's added time.
+both, with 1 and with 32 calls in flight, in rounds that alternate the sides, and prints per
+side the median over rounds of the p50 and p99 latency of a whole call and of a streamed
+call's first byte, and the gateway's added time.
 
 Goal (issue 37): under 2 ms p50 added, under 5 ms added to the first streamed byte (p50),
 32 concurrent streams held (every call answered 200).
 
-    python bench/gateway.py [--calls 400]
+    python bench/gateway.py [--calls 200] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -104,7 +105,9 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=400)
+    parser.add_argument("--calls", type=int, default=200, help="calls per side and round")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds, the sides alternating; each figure is their median")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="hx-bench-gw-"))
     (tmp / "c.yaml").write_text(SCRIPT)
@@ -119,14 +122,20 @@ def main() -> int:
     print(f"{'in flight':>9} {'side':>8} {'p50 ms':>8} {'p99 ms':>8} {'1st byte p50':>13} "
           f"{'1st byte p99':>13}")
     for inflight in (1, 32):
-        results = {}
-        for side, url in urls.items():
+        rounds: dict[str, list[tuple[float, ...]]] = {side: [] for side in urls}
+        for url in urls.values():
             asyncio.run(measure(url, token, 50, inflight, False))  # warm up
-            whole, _ = asyncio.run(measure(url, token, args.calls, inflight, False))
-            _, first = asyncio.run(measure(url, token, args.calls, inflight, True))
-            results[side] = (pct(whole, 50), pct(whole, 99), pct(first, 50), pct(first, 99))
+        for _ in range(args.rounds):  # the sides alternate: a busy spell hits both
+            for side, url in urls.items():
+                whole, _ = asyncio.run(measure(url, token, args.calls, inflight, False))
+                _, first = asyncio.run(measure(url, token, args.calls, inflight, True))
+                rounds[side].append((pct(whole, 50), pct(whole, 99), pct(first, 50),
+                                     pct(first, 99)))
+        results = {side: [statistics.median(col) for col in zip(*r, strict=True)]
+                   for side, r in rounds.items()}
+        for side, values in results.items():
             print(f"{inflight:>9} {side:>8} " + " ".join(
-                f"{v:>{w}.2f}" for v, w in zip(results[side], (8, 8, 13, 13), strict=True)))
+                f"{v:>{w}.2f}" for v, w in zip(values, (8, 8, 13, 13), strict=True)))
         added = [g - d for g, d in zip(results["gateway"], results["direct"], strict=True)]
         print(f"{inflight:>9} {'added':>8} " + " ".join(
             f"{v:>{w}.2f}" for v, w in zip(added, (8, 8, 13, 13), strict=True)))

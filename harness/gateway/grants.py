@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import ipaddress
-import json
 import os
 import secrets
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from harness.agents.prices import Price, cost_of, price_for
 from harness.gateway.models import Budget, Upstream
+from harness.gateway.shapes import dumps
 
 TOKEN_PREFIX = "hxg-"
 ALLOWS_CACHED = 256
@@ -136,14 +136,18 @@ class Grant:
         return dict(self.usage), (round(self.cost, 6) if self.priced else None)
 
     def record(self, entry: dict) -> None:
-        """Append one call to the trial's llm.jsonl (see `write`)."""
-        self.write([entry])
+        """Append one call to the trial's llm.jsonl (see `append`)."""
+        self.append(self.encode([entry]))
 
-    def write(self, entries: list[dict]) -> None:
-        """Append calls to the trial's llm.jsonl, redacted (the upstream key is among the
-        trial's secrets): one write, one fsync."""
-        data = "".join(self.redact(json.dumps(e, ensure_ascii=False, default=str)) + "\n"
-                       for e in entries)
+    def encode(self, entries: list[dict]) -> bytes:
+        """Calls as llm.jsonl lines, redacted (the upstream key is among the trial's
+        secrets). The gateway encodes on its loop and appends beside it: encoding in the
+        appending thread would hold the GIL against the loop's every socket call."""
+        return "".join(self.redact(dumps(e)) + "\n"
+                       for e in entries).encode()
+
+    def append(self, data: bytes) -> None:
+        """Append encoded calls to the trial's llm.jsonl: one write, one fsync."""
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
             fd = os.open(self.records, flags, 0o644)
@@ -151,7 +155,7 @@ class Grant:
             self.records.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.records, flags, 0o644)
         try:
-            os.write(fd, data.encode())
+            os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -34,7 +34,9 @@ from harness.gateway.models import GatewaySettings
 from harness.gateway.scripted import Scripted
 from harness.gateway.shapes import (
     assemble,
+    dumps,
     estimated_usage,
+    loads,
     sse,
     stream_usage,
     tokens,
@@ -89,7 +91,7 @@ def error_response(api: str, status: int, kind: str, message: str) -> web.Respon
     return web.json_response(body, status=status)
 
 
-def token_of(request: web.Request) -> str | None:
+def token_of(request: web.BaseRequest) -> str | None:
     """The token as CLIs send it: `Authorization: Bearer`, `x-api-key` (Anthropic),
     `x-goog-api-key` or `?key=` (Gemini)."""
     auth = request.headers.get("Authorization", "")
@@ -108,17 +110,24 @@ class Gateway:
         self.sites: dict[str, tuple[web.TCPSite, int, int]] = {}  # addr -> (site, port, users)
         self.forwarder = Forwarder()
         self._scripts: dict[Path, Scripted] = {}
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._lock = asyncio.Lock()
         self._records: set[asyncio.Task] = set()
 
-    async def _start(self) -> web.AppRunner:
+    async def _start(self) -> web.ServerRunner:
+        """aiohttp's low-level server: one handler for every path (no application, router
+        or middleware to pass on each call)."""
         if self._runner is None:
-            app = web.Application(client_max_size=int(self.settings.max_body_mb * 2**20))
-            app.router.add_route("*", "/{tail:.*}", self.handle)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                                         keepalive_timeout=self.settings.read_timeout_sec,
-                                         lingering_time=0, shutdown_timeout=5)
+            loop, limit = asyncio.get_running_loop(), int(self.settings.max_body_mb * 2**20)
+
+            def request(message, payload, protocol, writer, task) -> web.BaseRequest:
+                return web.BaseRequest(message, payload, protocol, writer, task, loop,
+                                       client_max_size=limit)
+
+            server = web.Server(self.handle, request_factory=request, access_log=None,
+                                keepalive_timeout=self.settings.read_timeout_sec,
+                                lingering_time=0)
+            self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=5)
             await self._runner.setup()
         return self._runner
 
@@ -170,7 +179,7 @@ class Gateway:
 
     # -- one call ------------------------------------------------------------------------
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.monotonic()
         api = route(request.method, request.path)
         if api is None:
@@ -197,7 +206,7 @@ class Gateway:
         while grant.active and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
 
-    async def _serve(self, grant: Grant, api: str, request: web.Request, started: float
+    async def _serve(self, grant: Grant, api: str, request: web.BaseRequest, started: float
                      ) -> web.StreamResponse:
         entry = {"ts": now_iso(), "api": api, "upstream": grant.upstream.name,
                  "model": grant.upstream.model, "remote": request.remote}
@@ -239,13 +248,13 @@ class Gateway:
                 await asyncio.sleep(WRITE_GATHER_SEC)
                 batch, grant.pending = grant.pending, []
                 try:
-                    await asyncio.to_thread(grant.write, batch)
+                    await asyncio.to_thread(grant.append, grant.encode(batch))
                 finally:
                     grant.active -= len(batch)
         finally:
             grant.writer = None
 
-    async def _admit(self, grant: Grant, api: str, request: web.Request) -> dict | None:
+    async def _admit(self, grant: Grant, api: str, request: web.BaseRequest) -> dict | None:
         """The request's body once every check passed; a Refusal otherwise."""
         local = (request.transport.get_extra_info("sockname") or ("",))[0] \
             if request.transport else ""
@@ -269,8 +278,8 @@ class Gateway:
                 raise Refusal(408, "request_timeout", "the request body did not arrive within "
                               f"{self.settings.read_timeout_sec:g} s") from None
             try:  # a large body is parsed beside the loop, which serves other trials
-                body = json.loads(raw) if len(raw) < BIG_BODY else \
-                    await asyncio.to_thread(json.loads, raw)
+                body = loads(raw) if len(raw) < BIG_BODY else \
+                    await asyncio.to_thread(loads, raw)
             except (ValueError, RecursionError) as exc:
                 raise Refusal(400, "invalid_request_error",
                               f"the request body is not valid JSON: {exc}") from None
@@ -289,7 +298,7 @@ class Gateway:
                               f"too many concurrent streams for this trial (limit {limit})")
         return body
 
-    async def _read(self, request: web.Request) -> bytes:
+    async def _read(self, request: web.BaseRequest) -> bytes:
         """The body, within `read_timeout_sec` unless it has all arrived already (then
         reading it does not wait)."""
         if request.content.is_eof():
@@ -298,7 +307,7 @@ class Gateway:
             return await request.read()
 
     async def _dispatch(self, grant: Grant, api: str, body: dict | None,
-                        request: web.Request, entry: dict, started: float
+                        request: web.BaseRequest, entry: dict, started: float
                         ) -> tuple[web.StreamResponse, dict | None]:
         """The answer (sent) and the call's record, or None for calls not recorded."""
         up = grant.upstream
@@ -359,7 +368,7 @@ class Gateway:
         if holder:
             resp = holder[0]
         else:  # redacted too: an upstream's error text may quote the key it was sent
-            resp = web.Response(text=grant.redact(json.dumps(reply.body)), status=reply.status,
+            resp = web.Response(text=grant.redact(dumps(reply.body)), status=reply.status,
                                 content_type="application/json")
         return resp, {
             **entry, "status": reply.status, "stream": reply.streamed, "request": body,

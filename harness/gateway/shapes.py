@@ -15,8 +15,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 Usage = dict[str, int]
 MAX_EVENTS = 5000
+
+
+def loads(raw: bytes | str) -> Any:
+    """JSON as the stdlib reads it (its errors, its integers of any size), parsed by orjson
+    where orjson can: every call's body goes through here."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text, non-ASCII kept; what orjson cannot encode (integers past 64
+    bits, non-string keys) goes through the stdlib, other objects as `str()`."""
+    try:
+        return orjson.dumps(obj, default=str).decode()
+    except TypeError:
+        return json.dumps(obj, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
 def _int(value: Any) -> int:

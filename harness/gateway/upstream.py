@@ -54,7 +54,7 @@ def url_for(upstream: Upstream, api: str) -> str:
     return base + path.replace("{model}", quote(upstream.model, safe=""))
 
 
-def headers_for(upstream: Upstream, request: web.Request) -> dict[str, str]:
+def headers_for(upstream: Upstream, request: web.BaseRequest) -> dict[str, str]:
     out = {"Content-Type": "application/json"}
     for name in PASS_HEADERS:
         if request.headers.get(name):
@@ -110,7 +110,7 @@ class Forwarder:
             await self._session.close()
 
     async def forward(self, upstream: Upstream, api: str, body: dict | None,
-                      request: web.Request, response_factory, clock, convert=None) -> Reply:
+                      request: web.BaseRequest, response_factory, clock, convert=None) -> Reply:
         """Send the call; a stream is written to the response `response_factory(status,
         content_type)` makes, as it arrives (through `convert`, a translate.StreamTo*
         object, when the agent speaks another API). `clock()` gives seconds since the call
