@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import importlib
 import ipaddress
 import weakref
@@ -75,6 +76,13 @@ def plan_for(model: str | None, budget: Budget | None = None, settings=None
     return GatewayPlan(resolve(model, settings), budget or Budget(), gateway_settings(settings))
 
 
+def relay_address(trial_id: str) -> str:
+    """A loopback address of the trial's own (in 127.64.0.0/10, from its id) for the
+    gateway's site behind a relay."""
+    h = int.from_bytes(hashlib.sha256(trial_id.encode()).digest()[:4], "big")
+    return f"127.{64 + (h >> 16 & 63)}.{h >> 8 & 255}.{1 + h % 254}"
+
+
 def agent_env(base: str, token: str) -> dict[str, str]:
     """The variables an agent gets: base URLs of the OpenAI, Anthropic and Gemini APIs, the
     token as their API keys (`HARNESS_GATEWAY_TOKEN` says the gateway is in use)."""
@@ -100,7 +108,8 @@ class TrialGateway:
         self.gateway: Gateway | None = None
         self.grant: Grant | None = None
         self.addr: str | None = None
-        self.opened = False
+        self.relay_local: str | None = None
+        self.opened = self.relayed = False
 
     async def open(self, nodes: list) -> dict[str, str]:
         """Mint the grant (valid from the nodes' own addresses, the bridge's and loopback),
@@ -119,6 +128,11 @@ class TrialGateway:
             sources += [addr, *(n.cluster_ip for n in nodes if n.cluster_ip)]
             local.append(addr)
             base = f"http://{addr}:{port}"
+        else:
+            relayed = await self._relay(gw, nodes)
+            if relayed:
+                local.append(self.relay_local)
+                base = f"http://{relayed[0]}:{relayed[1]}"
         upstream = self.plan.upstream
         if upstream.local:
             url = await LocalServer.of(MODELS[upstream.local]).ensure()
@@ -129,6 +143,30 @@ class TrialGateway:
         self.event("gateway.open", url=base, upstream=self.plan.upstream.name,
                    budget=self.plan.budget.model_dump(exclude_none=True))
         return agent_env(base, self.grant.token)
+
+    async def _relay(self, gw: Gateway, nodes: list) -> tuple[str, int] | None:
+        """Where the trial's network is on another machine: a site of this trial's own on
+        a loopback address (`relay_address`), relayed there by the substrate and opened to
+        the nodes; the relay's (address, port), or None without one. Calls come through
+        it from this machine's loopback: only this site's address binds them to the
+        trial's grant."""
+        self.relay_local = relay_address(self.trial_id)
+        port = await self._listen(gw, self.relay_local, 0)
+        try:
+            relayed = await self.substrate.relay_gateway(
+                self.trial_id, nodes, self.plan.settings.port, (self.relay_local, port))
+        except HarnessError as exc:
+            self.relayed = True  # close() undoes what was made
+            raise GatewayError(f"the model gateway cannot reach the trial's network: {exc}"
+                               ) from None
+        if relayed is None:
+            await gw.unlisten(self.relay_local)
+            self.relay_local = None
+            return None
+        self.relayed = True
+        await self.substrate.open_gateway(self.trial_id, *relayed)
+        self.opened = True
+        return relayed
 
     async def _listen(self, gw: Gateway, addr: str, port: int | None) -> int:
         try:
@@ -158,10 +196,11 @@ class TrialGateway:
             return
         if self.grant is not None:
             await gw.settle(self.grant)
-        if self.opened:
+        if self.opened or self.relayed:
             await self.substrate.close_gateway(self.trial_id)
-        if self.addr:
-            await gw.unlisten(self.addr)
+        for addr in (self.addr, self.relay_local):
+            if addr:
+                await gw.unlisten(addr)
         await gw.unlisten(LOOPBACK)
         if self.grant is not None:
             gw.grants = {k: g for k, g in gw.grants.items() if g is not self.grant}

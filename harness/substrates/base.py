@@ -338,12 +338,21 @@ class Substrate(ABC):
         controller still do)."""
         return None
 
+    async def relay_gateway(self, trial_id: str, nodes: list[Node], port: int,
+                            target: tuple[str, int]) -> tuple[str, int] | None:
+        """Where `gateway_address` is None because the trial's network is on another
+        machine: relay an address:port there (on the trial's network, `port` where free)
+        to `target` (address, port) on this machine, until `close_gateway`; return the
+        relay's (address, port), or None where the substrate has no relay."""
+        return None
+
     async def open_gateway(self, trial_id: str, addr: str, port: int) -> None:
         """Open exactly `addr:port` to the trial's nodes (the firewall), in every network
         mode."""
 
     async def close_gateway(self, trial_id: str) -> None:
-        """Undo `open_gateway` (quiet when there is nothing to close)."""
+        """Undo `open_gateway` and `relay_gateway` (quiet when there is nothing to
+        close)."""
 
     async def put_archive(self, node: Node, data: bytes | Path, dest: str) -> None:
         """Unpack the tar `data` (bytes, or a tar file on the controller, which a substrate

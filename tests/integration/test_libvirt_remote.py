@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -53,12 +54,31 @@ def far_trials() -> list[str]:
     return sorted(p.name for p in trials.iterdir() if NAME in p.name) if trials.exists() else []
 
 
+def gateway_calls(tmp_path: Path) -> dict:
+    """A replay agent whose commands call the model gateway (scripted model) with curl
+    from the VM: a Chat Completions call and a streamed Messages call."""
+    conversation = tmp_path / "conversation.yaml"
+    conversation.write_text("- run: systemctl status\n- say: done\n")
+    chat = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                       "tools": [{"type": "function", "function": {"name": "shell"}}]})
+    messages = json.dumps({"model": "m", "max_tokens": 32, "stream": True,
+                           "messages": [{"role": "user", "content": "hi"}]})
+    return {"name": "replay", "model": f"scripted:{conversation}", "kwargs": {"commands": [
+        f'curl -sS "$OPENAI_BASE_URL/chat/completions" -H "Authorization: Bearer '
+        f'$OPENAI_API_KEY" -H "content-type: application/json" -d {shlex.quote(chat)}',
+        f'curl -sS -N "$ANTHROPIC_BASE_URL/v1/messages" -H "x-api-key: $ANTHROPIC_API_KEY"'
+        f' -H "content-type: application/json" -d {shlex.quote(messages)}',
+        'echo "$OPENAI_BASE_URL"'], "timeout_sec": 120}}
+
+
 def test_vm_campaign_on_another_machines_libvirt(tmp_path):
+    """The oracle, and a replay agent that only calls the model gateway: its calls reach
+    this machine's gateway through the relay on the host's bridge (`gateway_relay`)."""
     camp = tmp_path / "c.yaml"
     camp.write_text(yaml.safe_dump({
         "name": NAME, "tasks": [str(REPO / "tasks" / TASK)],
-        "agents": [{"name": "oracle"}, {"name": "nop"}], "attempts": 1, "concurrency": 1,
-        "hosts": [far_host()]}))
+        "agents": [{"name": "oracle"}, gateway_calls(tmp_path)], "attempts": 1,
+        "concurrency": 1, "hosts": [far_host()]}))
     run_dir = tmp_path / "run"
     try:
         res = cli("campaign", "apply", str(camp), "--out", str(run_dir), "--json", timeout=1500)
@@ -76,6 +96,18 @@ def test_vm_campaign_on_another_machines_libvirt(tmp_path):
                 assert r["gates"]["durability"]["reward"] == 1.0, r["gates"]
             else:
                 assert r["status"] == "failed" and r["reward"] < 0.5, r["error"]
+                out = [json.loads(x)["stdout_tail"] or "" for x in
+                       (root / "agent" / "trajectory.jsonl").read_text().splitlines()]
+                assert '"tool_calls"' in out[0] and "systemctl status" in out[0], out
+                assert "event: message_stop" in out[1], out[1]
+                bridge = inputs_gateway(root)  # the bridge's address on the host
+                assert not bridge.startswith("127."), bridge
+                assert out[2].strip().startswith(f"http://{bridge}:"), (out[2], bridge)
+                records = [json.loads(x) for x in
+                           (root / "agent" / "llm.jsonl").read_text().splitlines()]
+                assert [(c["api"], c["status"]) for c in records] == [
+                    ("chat", 200), ("messages", 200)], records
+                assert r["tokens"]["input"], r["tokens"]
             tf_vars = json.loads((root / "terraform" / "main.tf.json").read_text())
             inputs = tf_vars["module"]["trial"]
             assert inputs["disk_dir"].startswith(f"{remote.REMOTE_DIR}/trials/hx-"), inputs
@@ -90,11 +122,24 @@ def test_vm_campaign_on_another_machines_libvirt(tmp_path):
         staged = Path(inputs["base_image"])
         assert staged.exists() and (staged.parent / f".{staged.name}.staged").exists()
         assert far_trials() == [], "the trial directories on the host are gone"
+        assert not list(Path("/tmp").glob("hx-gw-*.sock")), "the relay's socket is gone"
+        relays = subprocess.run(["pgrep", "-f", "hx-gw-"], capture_output=True, text=True)
+        assert relays.stdout == "", "no relay process is left"
     finally:
         cli("gc", "--hosts", str(camp), "--campaign", NAME)
     sub = get_substrate("vm").on_host(_spec(camp))
     assert sub.leftovers(campaign=NAME) == []
     assert far_trials() == []
+
+
+def inputs_gateway(root: Path) -> str:
+    """The trial bridge's address on the host (its network's gateway), from the trial's
+    events."""
+    for line in (root / "events.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["name"] == "gateway.open":
+            return event["data"]["url"].split("//")[1].rsplit(":", 1)[0]
+    raise AssertionError("no gateway.open event")
 
 
 def _spec(camp: Path):

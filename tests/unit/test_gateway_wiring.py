@@ -18,7 +18,7 @@ from harness.config import Settings, load_settings
 from harness.errors import ConfigError
 from harness.gateway.atif import with_llm_steps
 from harness.gateway.models import Budget, parse_budget, resolve
-from harness.gateway.wiring import TrialGateway, plan_for
+from harness.gateway.wiring import TrialGateway, plan_for, relay_address
 from harness.results import AgentRef, TaskRef, build_record
 from harness.substrates import egress, firewall
 from harness.substrates.base import Node
@@ -133,6 +133,72 @@ def test_a_trial_gateway_listens_on_the_trial_address_and_revokes(tmp_path, monk
     # a call's record is written once its answer went out: two quick calls may land in
     # either order
     assert sorted(x["status"] for x in lines) == [200, 401, 429]
+
+
+class RelaySubstrate(LoopbackSubstrate):
+    """A substrate whose trial network is another machine's: `relay_gateway` relays
+    127.0.0.3:<free port> to the gateway's site for the trial (a real TCP relay in this
+    loop, as the SSH relay is on the far host)."""
+
+    def __init__(self):
+        super().__init__()
+        self.relays: dict[str, asyncio.Server] = {}
+        self.targets: dict[str, tuple[str, int]] = {}
+
+    def gateway_address(self, trial_id, nodes):
+        return None
+
+    async def relay_gateway(self, trial_id, nodes, port, target):
+        async def splice(reader, writer):
+            up_r, up_w = await asyncio.open_connection(*target)
+
+            async def pipe(r, w):
+                while data := await r.read(65536):
+                    w.write(data)
+                    await w.drain()
+                w.close()
+            await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+
+        server = await asyncio.start_server(splice, "127.0.0.3", 0)
+        self.relays[trial_id], self.targets[trial_id] = server, target
+        return "127.0.0.3", server.sockets[0].getsockname()[1]
+
+    async def close_gateway(self, trial_id):
+        if any(o[0] == trial_id for o in self.opened):
+            await super().close_gateway(trial_id)
+        self.relays.pop(trial_id).close()
+
+
+def test_a_relayed_trial_gets_the_relay_address_and_its_own_loopback_site(tmp_path):
+    """Where the trial's network is another machine's, the agent's base URL is the relay's
+    address there; calls arrive from loopback on a site of the trial's own, which no other
+    trial's token passes."""
+    conversation = tmp_path / "c.yaml"
+    conversation.write_text(SCRIPT)
+    plan = plan_for(f"scripted:{conversation}", None, Settings(gateway={"port": 0}))
+    sub = RelaySubstrate()
+
+    async def main():
+        tgs = [TrialGateway(plan, t, sub, tmp_path / f"{t}.jsonl", lambda x: x,
+                            lambda name, **d: None) for t in ("t1", "t2")]
+        envs = [await tg.open([Node("n1", "c1", "10.9.0.2")]) for tg in tgs]
+        assert envs[0]["OPENAI_BASE_URL"].startswith("http://127.0.0.3:")
+        assert sub.targets["t1"][0] == relay_address("t1") != relay_address("t2")
+        assert [o[1] for o in sub.opened] == ["127.0.0.3", "127.0.0.3"]
+        body = {"messages": [{"role": "user", "content": "x"}]}
+        statuses = []
+        async with aiohttp.ClientSession() as s:
+            for env, token in ((envs[0], envs[0]["OPENAI_API_KEY"]),
+                               (envs[0], envs[1]["OPENAI_API_KEY"])):
+                async with s.post(env["OPENAI_BASE_URL"] + "/chat/completions", json=body,
+                                  headers={"Authorization": f"Bearer {token}"}) as r:
+                    statuses.append(r.status)
+        for tg in tgs:
+            await tg.close()
+        assert sub.opened == [] and sub.relays == {}
+        return statuses
+
+    assert asyncio.run(main()) == [200, 401]
 
 
 def make_task_ref() -> TaskRef:

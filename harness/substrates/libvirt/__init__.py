@@ -43,6 +43,7 @@ from harness.substrates.common import (
     nodes_from_inventory,
 )
 from harness.substrates.libvirt import bmc, doctor, host, naming
+from harness.substrates.libvirt.gateway_relay import GatewayRelay
 from harness.substrates.libvirt.host import detect_domain_type
 from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
 from harness.substrates.libvirt.remote import RemoteHost
@@ -83,6 +84,7 @@ class LibvirtSubstrate(Rendering, Substrate):
         self.boot_timeout = boot_timeout
         self._domain_type = domain_type
         self.options = kwargs
+        self._gateway_relays: dict[str, GatewayRelay] = {}
 
     @classmethod
     def local_endpoint(cls) -> str:
@@ -221,11 +223,28 @@ class LibvirtSubstrate(Rendering, Substrate):
             return None
         return next((n.extra["gateway"] for n in nodes if n.extra.get("gateway")), None)
 
+    async def relay_gateway(self, trial_id: str, nodes: list[Node], port: int,
+                            target: tuple[str, int]) -> tuple[str, int] | None:
+        """On another machine's libvirt host: the trial bridge's address there, `port`
+        (where free) relayed over SSH to `target` on this machine (`gateway_relay`)."""
+        addr = next((n.extra["gateway"] for n in nodes if n.extra.get("gateway")), None)
+        if self.remote is None or addr is None:
+            return None
+        relay = await asyncio.to_thread(GatewayRelay, self.remote, trial_id, addr, port,
+                                        target)
+        self._gateway_relays[trial_id] = relay
+        return relay.address, relay.port
+
     async def open_gateway(self, trial_id: str, addr: str, port: int) -> None:
-        await asyncio.to_thread(egress.open_gateway, naming.bridge_name(trial_id), addr, port)
+        await asyncio.to_thread(egress.open_gateway, naming.bridge_name(trial_id), addr, port,
+                                self._runner())
 
     async def close_gateway(self, trial_id: str) -> None:
-        await asyncio.to_thread(egress.close_gateway, naming.bridge_name(trial_id))
+        await asyncio.to_thread(egress.close_gateway, naming.bridge_name(trial_id),
+                                self._runner())
+        relay = self._gateway_relays.pop(trial_id, None)
+        if relay is not None:
+            await asyncio.to_thread(relay.close)
 
     def _runner(self):
         """Where the firewall's sets are: this machine's (None), or the libvirt host's."""
