@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.errors import InputError, PreflightError
 from harness.placement import AsyncPlacer, Demand, HostsFile, HostSpec, resolve_hosts
-from harness.substrates import Substrate
+from harness.substrates.base import Substrate
 
 
 def shard_of(trial_id: str, count: int) -> int:

@@ -21,7 +21,8 @@ from harness.campaign.queue import resolve_secrets
 from harness.config import load_settings
 from harness.errors import InputError
 from harness.paths import RunPaths
-from harness.substrates import TrialSpec, get_substrate
+from harness.substrates import get_substrate
+from harness.substrates.base import TrialSpec
 from harness.tools.ansible import write_inventory
 from harness.tools.terraform import render_root, required_providers, write_root
 

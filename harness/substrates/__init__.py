@@ -21,8 +21,9 @@ A substrate is a folder `harness/substrates/<folder>/` (see `base.Substrate`) wi
     app = "harness.substrates.baremetal.cli:app"
     help = "Pools of bare-metal machines"   # what `harness --help` lists (optional)
 
-The registry reads those files only; a substrate's module is imported when it is used (what
-a task needs to be loaded and checked is in the file: loading a task imports no substrate).
+The registry reads those files only; a substrate's module (and `base`) is imported when it
+is used (what a task needs to be loaded and checked is in the file: loading a task imports
+no substrate).
 The class gets those attributes from its entry.
 Lookup errors list every valid name and, for optional extras, the install command.
 """
@@ -34,11 +35,12 @@ import importlib
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import RegistryError
-from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
-from harness.substrates.fields import node_field
+
+if TYPE_CHECKING:
+    from harness.substrates.base import Substrate
 
 FOLDERS = Path(__file__).resolve().parent
 
@@ -74,7 +76,11 @@ DECLARED = ("env_types", "stands_in_for", "backends")  # substrate.toml -> class
 
 @functools.cache
 def _registry() -> dict[str, Entry]:
-    """Every `[substrates.<name>]` of every `harness/substrates/*/substrate.toml`."""
+    """Every `[substrates.<name>]` of every `harness/substrates/*/substrate.toml`. (Its
+    node fields are pydantic's: imported here, not with the package, so that `commands()`
+    for `harness --help` imports neither pydantic nor any substrate.)"""
+    from harness.substrates.fields import node_field
+
     out: dict[str, Entry] = {}
     for decl in sorted(FOLDERS.glob("*/substrate.toml")):
         doc = tomllib.loads(decl.read_text())
@@ -89,9 +95,8 @@ def _registry() -> dict[str, Entry]:
     return out
 
 
-__all__ = ["ExecResult", "Node", "Substrate", "TrialSpec", "backends", "classes",
-           "default_name", "entry", "for_env_type", "get_substrate", "names", "provider_pins",
-           "stand_in", "substrate_class"]
+__all__ = ["backends", "classes", "default_name", "entry", "for_env_type", "get_substrate",
+           "names", "provider_pins", "stand_in", "substrate_class"]
 
 
 def names() -> list[str]:

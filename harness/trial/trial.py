@@ -41,8 +41,7 @@ from harness.results import (
     write_json_atomic,
 )
 from harness.risk import scan, write_report
-from harness.substrates import Substrate, TrialSpec
-from harness.substrates.base import Breach, ResourceWatch
+from harness.substrates.base import Breach, ResourceWatch, Substrate, TrialSpec
 from harness.task import Task
 from harness.tools.ansible import (
     StartBarrier,

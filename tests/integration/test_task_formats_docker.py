@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.agents import get_agent
-from harness.substrates import TrialSpec, get_substrate
+from harness.substrates import get_substrate
+from harness.substrates.base import TrialSpec
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
 from tests.conftest import docker_ready, labeled

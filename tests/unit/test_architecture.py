@@ -159,16 +159,24 @@ def test_the_root_keeps_only_cross_cutting_modules():
     assert len(loose) <= 12, loose
 
 
+LATE_BY_DESIGN = {
+    # the registry reads declaration files; `harness --help` lists their command groups
+    # without pydantic, which the node fields need on the first lookup
+    ("substrates/__init__.py", "_registry"),
+}
+
+
 def test_no_harness_import_hidden_in_a_function_body():
     """Except in the CLI (thin commands import their library late, by design) and the
-    scaffold that builds images in the background."""
+    functions of `LATE_BY_DESIGN`."""
     hidden = []
     for path in _modules():
         if _part(path) == "cli":
             continue
         tree = ast.parse(path.read_text())
         for fn in ast.walk(tree):
-            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) or (
+                    str(path.relative_to(HARNESS)), fn.name) in LATE_BY_DESIGN:
                 continue
             for node in ast.walk(fn):
                 if isinstance(node, ast.Import | ast.ImportFrom) and _harness_targets(node):
