@@ -111,6 +111,11 @@ class TrialGateway:
         self.relay_local: str | None = None
         self.opened = self.relayed = False
 
+    @property
+    def reaches_nodes(self) -> bool:
+        """Whether the trial's nodes reach the gateway (on their bridge, or relayed)."""
+        return self.addr is not None or self.relay_local is not None
+
     async def open(self, nodes: list) -> dict[str, str]:
         """Mint the grant (valid from the nodes' own addresses, the bridge's and loopback),
         listen, open the firewall; return the agent's variables."""

@@ -369,7 +369,7 @@ class Trial:
                                      self.event)
         self._gateway_env = await self._gateway.open(self.env.nodes)
         self.secret_values.append(self._gateway_env["HARNESS_GATEWAY_TOKEN"])
-        if self._gateway.addr is None:
+        if not self._gateway.reaches_nodes:
             note = ("the model gateway listens on this machine's loopback only (the trial's "
                     "nodes cannot reach this machine): agents inside the environment cannot "
                     "call it")

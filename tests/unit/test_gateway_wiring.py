@@ -183,6 +183,7 @@ def test_a_relayed_trial_gets_the_relay_address_and_its_own_loopback_site(tmp_pa
                             lambda name, **d: None) for t in ("t1", "t2")]
         envs = [await tg.open([Node("n1", "c1", "10.9.0.2")]) for tg in tgs]
         assert envs[0]["OPENAI_BASE_URL"].startswith("http://127.0.0.3:")
+        assert all(tg.reaches_nodes for tg in tgs)
         assert sub.targets["t1"][0] == relay_address("t1") != relay_address("t2")
         assert [o[1] for o in sub.opened] == ["127.0.0.3", "127.0.0.3"]
         body = {"messages": [{"role": "user", "content": "x"}]}
