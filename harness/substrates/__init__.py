@@ -17,6 +17,12 @@ A substrate is a folder `harness/substrates/<folder>/` (see `base.Substrate`) wi
     type = "bool"
     default = false
 
+    [providers.libvirt]     # the folder's Terraform providers (`Substrate.providers`)
+    source = "dmacvicar/libvirt"
+    version = "0.7.6"
+    shared = false                          # one provider server per harness process?
+    build = "provider.sh"                   # builds it into the local mirror (this folder)
+
     [commands.pool]                         # a Typer app mounted as `harness pool`
     app = "harness.substrates.baremetal.cli:app"
     help = "Pools of bare-metal machines"   # what `harness --help` lists (optional)
@@ -57,6 +63,7 @@ class Entry:
     node_fields: tuple[tuple[str, tuple[Any, Any]], ...] = ()
     engine: str = ""
     endpoint: str = ""  # "module:attribute" of the engine's endpoint model
+    providers: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # the folder's
 
     def endpoint_model(self) -> Any:
         """The pydantic model (or annotated type) of this substrate's hosts-file endpoint."""
@@ -91,8 +98,19 @@ def _registry() -> dict[str, Entry]:
                               *(tuple(fields.get(k, ())) for k in DECLARED),
                               tuple((key, node_field(f"{decl}: node_fields.{key}", spec))
                                     for key, spec in shared.items()),
-                              fields.get("engine", ""), fields.get("endpoint", ""))
+                              fields.get("engine", ""), fields.get("endpoint", ""),
+                              _providers(decl, doc))
     return out
+
+
+def _providers(decl: Path, doc: dict) -> tuple:
+    """A folder's `[providers.<local name>]` (source, version, shared, build: a script of
+    the folder), as the entry holds them."""
+    out = []
+    for local, pin in doc.get("providers", {}).items():
+        pin = {**pin, **({"build": str(decl.parent / pin["build"])} if "build" in pin else {})}
+        out.append((local, tuple(sorted(pin.items()))))
+    return tuple(out)
 
 
 __all__ = ["backends", "classes", "default_name", "entry", "for_env_type", "get_substrate",
@@ -190,9 +208,26 @@ def env_types() -> list[str]:
     return sorted({t for e in _registry().values() for t in e.env_types})
 
 
+def folder_providers(module: str) -> dict[str, dict] | None:
+    """The providers declared by the folder of `module` (a class's `__module__`: its
+    `providers`, set as the class is made), None outside the substrate folders."""
+    parts = module.split(".")
+    if parts[:2] != ["harness", "substrates"] or len(parts) < 3:
+        return None
+    decl = FOLDERS / parts[2] / "substrate.toml"
+    if not decl.exists():
+        return None
+    return {local: dict(pin) for local, pin in _declared_providers(decl)}
+
+
+@functools.cache
+def _declared_providers(decl: Path) -> tuple:
+    return _providers(decl, tomllib.loads(decl.read_text()))
+
+
 def provider_pins() -> dict[str, dict]:
     """Every substrate's Terraform provider declarations, by provider local name."""
-    return {local: pin for cls in classes().values() for local, pin in cls.providers.items()}
+    return {local: dict(pin) for e in _registry().values() for local, pin in e.providers}
 
 
 def default_concurrency() -> dict[str, int]:

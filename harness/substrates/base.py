@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
+from harness import substrates
 from harness.errors import InputError, SubstrateError
 
 # Until systemd (when it is PID 1) has finished booting, at most LIMIT seconds; prints its
@@ -138,10 +139,7 @@ class Substrate(ABC):
     Terraform module (`terraform/`), image builder, task-field checks, doctor checks and
     gc. The core knows substrates only through this contract and the registry.
 
-    Declarations (class attributes) tell the core what it must not guess: `providers`
-    (Terraform provider pins: source, version, `shared` when one provider process may serve
-    every command of a harness process, `build` the script that builds it into the mirror),
-    `capabilities`
+    Declarations (class attributes) tell the core what it must not guess: `capabilities`
     (what faults and gates may rely on: power, own_kernel, own_clock, block_devices;
     root_ssh: its nodes get password-less root SSH to each other for every task format,
     as a bare-metal cluster's machines have),
@@ -161,11 +159,15 @@ class Substrate(ABC):
     definitions, merged into task.toml's node model), `stands_in_for` (task types no
     substrate runs yet whose tasks it can run unchanged when their `type` is set to its own)
     and `backends` (the names a foreign task format may give its backend, e.g. InfraBench's
-    `vm_backend`).
+    `vm_backend`). The folder's `[providers.<local name>]` (Terraform provider pins: source,
+    version, `shared` when one provider process may serve every command of a harness
+    process, `build` the folder's script that builds it into the mirror) become the class's
+    `providers` as it is made (`__init_subclass__`), so that finding which providers are
+    shared imports no substrate.
     """
 
     name: ClassVar[str]
-    providers: ClassVar[dict[str, dict[str, Any]]] = {}
+    providers: ClassVar[dict[str, dict[str, Any]]] = {}  # its folder's substrate.toml
     env_types: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[frozenset[str]] = frozenset({"power"})
     holds_capacity: ClassVar[bool] = False
@@ -178,6 +180,12 @@ class Substrate(ABC):
     stands_in_for: ClassVar[tuple[str, ...]] = ()
     backends: ClassVar[tuple[str, ...]] = ()
     ansible_connection: ClassVar[str] = "ssh"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        pins = substrates.folder_providers(cls.__module__)
+        if pins is not None:
+            cls.providers = pins
 
     @abstractmethod
     def terraform_module(self) -> Path:

@@ -5,11 +5,12 @@ kernel are copied once into that host's /var/lib/harness/images, the trial's dis
 console logs are made there over SSH, nodes boot cold (snapshot start is local-only), SSH
 and Ansible reach the nodes through the host as a jump host, and teardown brings the
 console logs back and leaves nothing there. vm-fstab-durability with the oracle (1.0,
-through its reboot gate) and a replay agent (< 0.5) that calls the model gateway from the VM
-at its bridge's address on the host (relayed over SSH to this machine's gateway); ipmi-power-recovery's oracle there, its
-node1 BMC's port relayed from the host's bridge (`bmc_relay`), and node0 reading the power
-state the harness sets; and the network modes per phase (`test_task_formats_vm`) there: the
-firewall's sets and the allowlist's DNS answers are that host's."""
+through its reboot gate) and a replay agent (< 0.5) that calls the model gateway from the
+VM at its bridge's address on the host (relayed over SSH to this machine's gateway);
+ipmi-power-recovery's oracle there, its node1 BMC's port relayed from the host's bridge
+(`bmc_relay`), and node0 reading the power state the harness sets; and the network modes
+per phase (`test_task_formats_vm`) there: the firewall's sets and the allowlist's DNS
+answers are that host's."""
 
 from __future__ import annotations
 

@@ -63,9 +63,6 @@ class CloudlabSubstrate(BaremetalSubstrate):
     """A CloudLab experiment per trial (the real portal, or `harness cloudlab serve`)."""
 
     name: ClassVar[str] = "cloudlab"
-    providers: ClassVar[dict[str, dict[str, Any]]] = {"cloudlab": {
-        "source": "harness/cloudlab", "version": "0.1.0", "shared": False,
-        "build": str(HERE / "provider.sh")}}
     settings_model: ClassVar[type[BaseModel]] = CloudlabSettings
 
     def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):

@@ -54,9 +54,6 @@ EXEC_GRACE = 20.0
 
 class DockerSubstrate(Substrate):
     name = "docker"
-    providers: ClassVar[dict] = {"docker": {
-        "source": "kreuzwerker/docker", "version": "4.6.0", "shared": True,
-        "build": str(HERE / "provider.sh")}}
     network_modes: ClassVar[tuple[str, ...]] = ("no-network", "public", "allowlist")
     default_concurrency: ClassVar[int] = 4
     settings_model: ClassVar[type[BaseModel]] = DockerSettings

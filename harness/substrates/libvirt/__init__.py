@@ -63,9 +63,6 @@ class LibvirtSubstrate(Rendering, Substrate):
     """One VM under libvirt (`vm`); `LibvirtClusterSubstrate` runs any number."""
 
     name: ClassVar[str] = "vm"
-    providers: ClassVar[dict] = {"libvirt": {
-        "source": "dmacvicar/libvirt", "version": "0.7.6", "shared": False,
-        "build": str(HERE / "provider.sh")}}
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {"power", "own_kernel", "own_clock", "block_devices"})
     holds_capacity: ClassVar[bool] = True
