@@ -136,12 +136,22 @@ def nodes_from_inventory(inventory: Path) -> list[Node]:
 
 def bmc_credentials_script(nodes: list[Node], path: str) -> str:
     """A shell command writing the nodes' BMC addresses and credentials (`<node>_bmc=`,
-    `_bmc_user=`, `_bmc_password=`) to the root-only file `path`; "" when no node has a BMC
-    (`Node.extra["bmc"]`: address, port, user, password)."""
-    creds = "".join(f"{n.name}_bmc={c['address']}:{c['port']}\n{n.name}_bmc_user={c['user']}"
-                    f"\n{n.name}_bmc_password={c['password']}\n"
-                    for n in nodes if (c := n.extra.get("bmc")))
+    `_bmc_user=`, `_bmc_password=`), and how to speak to it (`_bmc_interface=` lan or
+    lanplus, `_bmc_cipher=` the lanplus cipher suite where one is set) to the root-only file
+    `path`; "" when no node has a BMC (`Node.extra["bmc"]`: address, port, user, password,
+    interface, cipher_suite). A task then runs the same `ipmitool` on any BMC:
+    `ipmitool -I "$n_bmc_interface" ${n_bmc_cipher:+-C "$n_bmc_cipher"} ...`."""
+    creds = "".join(_bmc_lines(n.name, c) for n in nodes if (c := n.extra.get("bmc")))
     if not creds:
         return ""
     return (f"umask 077; mkdir -p {shlex.quote(str(Path(path).parent))}; cat > "
             f"{shlex.quote(path)} <<'HX_EOF'\n{creds}HX_EOF")
+
+
+def _bmc_lines(name: str, creds: dict) -> str:
+    interface = str(creds.get("interface") or "lanplus")
+    suite = creds.get("cipher_suite")
+    return (f"{name}_bmc={creds['address']}:{creds['port']}\n{name}_bmc_user={creds['user']}\n"
+            f"{name}_bmc_password={creds['password']}\n{name}_bmc_interface={interface}\n"
+            + (f"{name}_bmc_cipher={int(suite)}\n" if suite is not None and interface == "lanplus"
+               else ""))

@@ -556,7 +556,7 @@ def test_two_campaigns_take_turns_on_one_pool_with_the_l1_power_task(pool_name, 
         assert json.loads(gc.stdout)["total"] == 0, gc.stdout
 
 
-L3_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-etcd-member-loss"
+L3_TASK = Path(__file__).resolve().parents[2] / "tasks" / "etcd-member-loss"
 
 
 @pytest.mark.manual

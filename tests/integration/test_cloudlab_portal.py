@@ -145,7 +145,7 @@ def test_terraform_provider_drives_real_machines_through_the_local_portal(pool_n
 
 COMPAT_TASK = Path(__file__).resolve().parent / "tasks" / "cloudlab-cluster"
 POWER_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-power-loss"
-L3_TASK = Path(__file__).resolve().parents[2] / "tasks" / "baremetal-etcd-member-loss"
+L3_TASK = Path(__file__).resolve().parents[2] / "tasks" / "etcd-member-loss"
 
 
 def campaign(tmp_path: Path, env: dict, name: str, task: Path, agents: list[str]) -> dict:

@@ -1,5 +1,6 @@
 """A VM campaign through the CLI (markers: libvirt, slow): the 3-node seed tasks
-vm-route-blackhole and vm-etcd-member-loss (a BMC on node2) with the oracle and nop agents
+vm-route-blackhole and etcd-member-loss (a bare-metal task the campaign maps to vm-cluster:
+every node a VM with a virtual BMC) with the oracle and nop agents
 at concurrency 2 over two hosts, one trial at a time on each: this machine's libvirt
 reached directly (`local`) and over SSH as a remote host would be (`loop`,
 qemu+ssh://root@localhost); plan creates nothing, apply runs all four (oracle 1.0,
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.slow,
 
 NAME = "pytest-vm-campaign"
 TASKS = {"vm-route-blackhole": "node2 catalog API reachable from node0",
-         "vm-etcd-member-loss": "dead member node2 removed from the membership (node0 and "
+         "etcd-member-loss": "dead member node2 removed from the membership (node0 and "
                                 "node1 only)"}
 
 
@@ -44,7 +45,7 @@ def test_three_node_vm_campaign_oracle_and_nop_over_two_hosts(tmp_path):
     camp.write_text(yaml.safe_dump({
         "name": NAME, "tasks": [str(REPO / "tasks" / t) for t in TASKS],
         "agents": [{"name": "oracle"}, {"name": "nop"}], "attempts": 1, "concurrency": 2,
-        "hosts": hosts()}))
+        "substrate": {"baremetal": "vm-cluster"}, "hosts": hosts()}))
     run_dir = tmp_path / "run"
     sub = get_substrate("vm-cluster")
     try:

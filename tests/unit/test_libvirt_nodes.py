@@ -123,3 +123,25 @@ def test_the_planned_outputs_are_the_modules(tmp_path):
         "console_logs": {"a": "/r/vm/hx-t-1-a-console.log", "b": "/r/vm/hx-t-1-b-console.log"},
         "network": {"name": "hx-t-1", "bridge": "hx-abc", "cidr": "10.7.0.0/24"}}
     assert sub.planned_outputs({**tf_vars, "bmc_nodes": ["b"]}) is None  # its port comes later
+
+
+def test_a_bare_metal_task_gets_a_bmc_on_every_node_and_says_how_to_speak_to_it(tmp_path):
+    """A `baremetal` task run on vm-cluster: every node has a BMC (as every machine of it
+    does); the credentials file names the interface and cipher suite the task's ipmitool
+    uses, the same lines a pool's BMCs give."""
+    from harness.substrates.base import Node
+    from harness.substrates.common import bmc_credentials_script
+
+    sub = LibvirtClusterSubstrate(domain_type="qemu")
+    bare = task([node("node0"), node("node1")])
+    bare.env.type = "baremetal"
+    assert sub._bmc_nodes(spec(tmp_path, bare)) == ["node0", "node1"]
+    assert sub._bmc_nodes(spec(tmp_path, task([node("a"), node("b", bmc=True)]))) == ["b"]
+    cfg = bmc.write_config(tmp_path, "node1", "hx-t-0002-node1", "10.99.0.1")
+    script = bmc_credentials_script([
+        Node("node1", "hx-t-0002-node1", "10.99.0.2", extra={"bmc": {**cfg, "port": 6230}}),
+        Node("node2", "x", "10.99.0.3", extra={"bmc": {
+            "address": "10.0.1.12", "port": 623, "user": "u", "password": "p",
+            "interface": "lan", "cipher_suite": 3}})], "/etc/harness/bmc-c")
+    assert "node1_bmc_interface=lanplus\nnode1_bmc_cipher=3\n" in script
+    assert "node2_bmc_interface=lan\n" in script and "node2_bmc_cipher" not in script

@@ -392,9 +392,13 @@ def _bmc_running(pidfile: Path) -> bool:
         return False
 
 
-def ensure_up(pool: Pool, log=print, timeout: float = 240.0) -> None:
+BOOT_TIMEOUT = 600.0  # three guests under TCG beside other guests on two cores: minutes
+
+
+def ensure_up(pool: Pool, log=print, timeout: float = BOOT_TIMEOUT) -> None:
     """Networks active, BMC addresses on the management bridge, every BMC running (which
-    powers its machine on), every machine answering SSH with /dev/ipmi0 present."""
+    powers its machine on), every machine answering SSH with /dev/ipmi0 present (within
+    `timeout`: it only bounds a guest that never comes up)."""
     pool = upgrade(pool, log=log)
     ensure_bmcs(pool, log)
     key = pool.machines[0].ssh.key_path

@@ -84,7 +84,8 @@ def write_config(trial_root: Path, node: str, domain: str, address: str) -> dict
     path.parent.chmod(0o700)
     cfg = {"node": node, "domain": domain, "address": address, "port": 0,
            "owner": owner.tag(), "trial": domain.removeprefix("hx-").removesuffix(f"-{node}"),
-           "user": "hx" + secrets.token_hex(3), "password": secrets.token_urlsafe(12)}
+           "user": "hx" + secrets.token_hex(3), "password": secrets.token_urlsafe(12),
+           "interface": "lanplus", "cipher_suite": 3}  # (pyghmi's BMC: IPMI 2.0 only)
     _save(path, cfg)
     return cfg
 

@@ -21,6 +21,7 @@ from harness.substrates.libvirt import bmc, host, naming
 from harness.substrates.libvirt.image import image_dir, kernel_paths
 
 DEFAULT_CPUS, DEFAULT_MEMORY_MB = 1, 1024
+BARE_METAL_TYPES = ("baremetal", "cloudlab")  # task types whose every machine has a BMC
 
 
 def clamp(spec: TrialSpec, node: str, cpus: int, memory_mb: int) -> dict[str, int]:
@@ -164,7 +165,12 @@ class Rendering:
                 if (c := bmc.read_config(root, n)) and c.get("password")]
 
     def _bmc_nodes(self, spec: TrialSpec) -> list[str]:
-        return [n.name for n in getattr(spec.task, "nodes", None) or [] if getattr(n, "bmc", 0)]
+        """The nodes with a virtual BMC: those that ask (`bmc = true`), and every node of a
+        task whose machines are bare metal (`BARE_METAL_TYPES`: each has a BMC), which a
+        campaign or `--substrate` runs here."""
+        nodes = getattr(spec.task, "nodes", None) or []
+        env_type = getattr(getattr(spec.task, "env", None), "type", "")
+        return [n.name for n in nodes if env_type in BARE_METAL_TYPES or getattr(n, "bmc", 0)]
 
     def nodes(self, spec: TrialSpec, tf_outputs: dict[str, Any]) -> list[Node]:
         ips = _output(tf_outputs, "nodes")

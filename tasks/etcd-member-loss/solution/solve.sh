@@ -6,7 +6,8 @@ set -euo pipefail
 export ETCDCTL_API=3
 . /etc/harness/bmc-credentials
 bmc() {
-  IPMI_PASSWORD="$node2_bmc_password" ipmitool -I lan -H "${node2_bmc%:*}" \
+  IPMI_PASSWORD="$node2_bmc_password" ipmitool -I "${node2_bmc_interface:-lanplus}" \
+    ${node2_bmc_cipher:+-C "$node2_bmc_cipher"} -H "${node2_bmc%:*}" \
     -p "${node2_bmc##*:}" -U "$node2_bmc_user" -E "$@"
 }
 eps=http://node0:2379,http://node1:2379

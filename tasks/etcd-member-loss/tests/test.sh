@@ -1,5 +1,5 @@
 #!/bin/bash
-# Verifier for baremetal-etcd-member-loss; runs on node0. node2 is retired: the cluster must
+# Verifier for etcd-member-loss; runs on node0. node2 is retired: the cluster must
 # be node0 + node1 only, with the 40 shop keys written before node2 went dark. Then node2's
 # machine is powered on through its BMC (if it is still off): it must not come back as a
 # member, and its etcd must stay down.
@@ -24,7 +24,8 @@ members_ok() {
 }
 [ -r /etc/harness/bmc-credentials ] && . /etc/harness/bmc-credentials
 bmc() {
-  IPMI_PASSWORD="$node2_bmc_password" ipmitool -I lan -H "${node2_bmc%:*}" \
+  IPMI_PASSWORD="$node2_bmc_password" ipmitool -I "${node2_bmc_interface:-lanplus}" \
+    ${node2_bmc_cipher:+-C "$node2_bmc_cipher"} -H "${node2_bmc%:*}" \
     -p "${node2_bmc##*:}" -U "$node2_bmc_user" -E "$@"
 }
 node2() { ssh -o BatchMode=yes -o ConnectTimeout=5 root@node2 "$@"; }
