@@ -125,13 +125,15 @@ def test_the_planned_outputs_are_the_modules(tmp_path):
     assert sub.planned_outputs({**tf_vars, "bmc_nodes": ["b"]}) is None  # its port comes later
 
 
-def test_a_bare_metal_task_gets_a_bmc_on_every_node_and_says_how_to_speak_to_it(tmp_path):
+def test_a_bare_metal_task_gets_a_bmc_on_every_node_and_says_how_to_speak_to_it(
+        tmp_path, monkeypatch):
     """A `baremetal` task run on vm-cluster: every node has a BMC (as every machine of it
     does); the credentials file names the interface and cipher suite the task's ipmitool
     uses, the same lines a pool's BMCs give."""
     from harness.substrates.base import Node
     from harness.substrates.common import bmc_credentials_script
 
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path / "home"))  # (the BMC's credentials)
     sub = LibvirtClusterSubstrate(domain_type="qemu")
     bare = task([node("node0"), node("node1")])
     bare.env.type = "baremetal"
