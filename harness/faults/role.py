@@ -30,14 +30,27 @@ class RoleFault(Fault):
 
     async def inject(self, env, rec: FaultRecord) -> dict[str, Any]:
         out = await self.run(env, rec, ["inject", "verify"], expect="injected")
-        rec.states = {h: r.get("state", "partial") for h, r in out.items()}
+        rec.states = await self._states(env, rec, out)
         return {h: r.get("detail", {}) for h, r in out.items()}
 
     async def heal(self, env, rec: FaultRecord) -> dict[str, bool]:
         revived = await self.revive(env, rec) if self.spec.heal_unreachable else set()
         out = await self.run(env, rec, ["heal", "verify"], expect="healed")
-        rec.states = {h: r.get("state", "partial") for h, r in out.items()}
+        rec.states = await self._states(env, rec, out)
         return {h: bool(r.get("changed")) or h in revived for h, r in out.items()}
+
+    async def _states(self, env, rec: FaultRecord, out: dict[str, dict[str, Any]]
+                      ) -> dict[str, str]:
+        """Each host's state from its verify report. A host whose step succeeded but whose
+        report did not reach the harness (its command's output lost on the way, as a
+        loaded engine can lose it) is verified once more, alone: verify only reads."""
+        missing = [h for h in rec.hosts if "state" not in out.get(h, {})]
+        if missing:
+            again = await self.run(env, rec, ["verify"], hosts=missing)
+            for h in missing:
+                if "state" in again.get(h, {}):
+                    out.setdefault(h, {})["state"] = again[h]["state"]
+        return {h: r.get("state", "partial") for h, r in out.items()}
 
     async def revive(self, env, rec: FaultRecord) -> set[str]:
         """`heal_unreachable: power_cycle`: power-cycle the hosts that do not answer a
@@ -63,22 +76,25 @@ class RoleFault(Fault):
         out = await self.run(env, rec, ["verify"])
         return {h: (r.get("state", "partial"), r.get("why", "")) for h, r in out.items()}
 
-    def extravars(self, rec: FaultRecord, actions: list[str], expect: str) -> dict[str, Any]:
+    def extravars(self, rec: FaultRecord, actions: list[str], expect: str,
+                  hosts: list[str] | None = None) -> dict[str, Any]:
         role = self.spec.role
         ledger = {k: v for k, v in rec.to_dict().items() if k not in ("detail", "states",
                                                                         "status", "error")}
-        return {"fi_hosts": ",".join(rec.hosts), "fi_actions": actions, "fi_id": rec.id,
+        return {"fi_hosts": ",".join(hosts or rec.hosts), "fi_actions": actions,
+                "fi_id": rec.id,
                 "fi_role_dir": str(self.spec.folder),
                 "fi_fault": rec.fault, "fi_record": ledger, "fi_detail": rec.detail,
                 "fi_expect": expect, "fi_deadman_sec": int(rec.deadman_sec or 0),
                 **{f"{role}_{k}": v for k, v in rec.params.items()}}
 
-    async def run(self, env, rec: FaultRecord, actions: list[str],
-                  expect: str = "") -> dict[str, dict[str, Any]]:
-        """Run the fault's play on its hosts; per host, the merged `HX` reports."""
+    async def run(self, env, rec: FaultRecord, actions: list[str], expect: str = "",
+                  hosts: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Run the fault's play on its hosts (or `hosts` of them); per host, the merged
+        `HX` reports."""
         paths: TrialPaths = env.paths
         stage = _stage(paths, f"fault-{rec.id}-{actions[0]}")
-        extra = self.extravars(rec, actions, expect)
+        extra = self.extravars(rec, actions, expect, hosts)
         try:
             await asyncio.to_thread(run_playbook, paths, stage, ["fault"], extra,
                                     None, FAULTS_PLAYBOOK, self.timeout)

@@ -276,7 +276,8 @@ def test_an_agent_with_root_cannot_wedge_the_pool_through_its_bmcs(pool_name, tm
         assert sorted(res.stdout.split()) == sorted(
             f"{n}_bmc{k}={v}" for n, c in task_creds.items()
             for k, v in (("", f"{c['address']}:623"), ("_user", "elabman"),
-                         ("_password", c["password"])))
+                         ("_password", c["password"]), ("_interface", "lanplus"),
+                         ("_cipher", c["cipher_suite"])))
         values = "".join(f"{c[k]}\n" for c in mine.values() for k in ("user", "password"))
         for m in pool.machines:  # (the values on stdin: on no command line a logger keeps)
             leak = on_node(pool, m.name, "grep -rlsFf /dev/stdin /etc/harness /etc/syscraft "

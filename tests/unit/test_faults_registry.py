@@ -155,3 +155,28 @@ def test_drivers_load_lazily_by_kind():
     for spec in catalog().values():
         cls = type(get_fault(spec.name)).__name__
         assert cls == {"role": "RoleFault", "power": "PowerFault"}[spec.kind], spec.name
+
+
+def test_a_host_whose_report_was_lost_is_verified_again_alone():
+    """A step that succeeded on every host but whose report from one host did not arrive
+    (its command's output lost on the way): that host, and only it, is verified once
+    more, and its state is the second report's."""
+    import asyncio
+
+    from harness.faults.base import FaultRecord
+
+    fault = get_fault("bandwidth")
+    calls = []
+
+    async def run(env, rec, actions, expect="", hosts=None):
+        calls.append((actions, hosts))
+        if hosts is None:
+            return {"node0": {"detail": {"x": 1}}, "node1": {"state": "injected"}}
+        return {h: {"state": "injected"} for h in hosts}
+
+    fault.run = run
+    rec = FaultRecord(id="f1", fault="bandwidth", layer="network", targets=["all"],
+                      hosts=["node0", "node1"], params={})
+    asyncio.run(fault.inject(None, rec))
+    assert rec.states == {"node0": "injected", "node1": "injected"}
+    assert calls == [(["inject", "verify"], None), (["verify"], ["node0"])]

@@ -48,10 +48,12 @@ def _access(machine) -> dict[str, Any]:
 
 
 def _task_account(pool: Pool, machine) -> dict[str, Any]:
-    """What a node file says of a machine's BMC: address, port and the task-facing
-    account (no slot number, no harness account)."""
+    """What a node file says of a machine's BMC: address, port, interface, cipher suite
+    (where the pool sets one) and the task-facing account (no slot number, no harness
+    account)."""
     creds = pool.task_credentials(machine)
-    return {k: creds[k] for k in ("address", "port", "interface", "user", "password")}
+    keys = ("address", "port", "interface", "cipher_suite", "user", "password")
+    return {k: creds[k] for k in keys if k in creds}
 
 
 def _login(node: Node) -> dict[str, Any]:
