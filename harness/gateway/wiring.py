@@ -8,7 +8,9 @@ provisioned. At agent setup (pre-window), `TrialGateway.open` mints the trial's 
 listens on the trial bridge's own address (`Substrate.gateway_address`) at the configured
 port, opens exactly that address:port to the bridge (`Substrate.open_gateway`), and returns
 the agent's variables (`agent_env`): base URLs and the token as the API key variables,
-never the real key. Where the substrate has no such address the gateway listens on
+never the real key. Where the trial's network is on another machine, the substrate may
+relay an address:port there to a loopback site of the trial's own here
+(`Substrate.relay_gateway`, `relay_address`). Without either, the gateway listens on
 127.0.0.1 only (agents whose loop runs on the controller, such as `openai`, still use it).
 `revoke()` ends the token when the window closes (later calls: 401, recorded);
 `close()` at teardown stops listening and closes the firewall. `apply(record)` puts the
