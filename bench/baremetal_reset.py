@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.substrates import ssh  # noqa: E402
-from harness.substrates.baremetal import emulate, reset  # noqa: E402
-from harness.substrates.baremetal.pool import pool_path  # noqa: E402
+from harness.substrates.metal import emulate, reset  # noqa: E402
+from harness.substrates.metal.pool import pool_path  # noqa: E402
 
 
 def ready(machine) -> None:

@@ -134,7 +134,10 @@ def nodes_from_inventory(inventory: Path) -> list[Node]:
     return nodes
 
 
-def bmc_credentials_script(nodes: list[Node], path: str) -> str:
+BMC_CREDENTIALS = "/etc/harness/bmc-credentials"  # in every node that is given BMCs
+
+
+def bmc_credentials_script(nodes: list[Node], path: str = BMC_CREDENTIALS) -> str:
     """A shell command writing the nodes' BMC addresses and credentials (`<node>_bmc=`,
     `_bmc_user=`, `_bmc_password=`), and how to speak to it (`_bmc_interface=` lan or
     lanplus, `_bmc_cipher=` the lanplus cipher suite where one is set) to the root-only file

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.substrates.baremetal import emulate
-from harness.substrates.baremetal.pool import pool_names, pool_path
-from harness.substrates.libvirt import host
+from harness.substrates.hypervisor import host
+from harness.substrates.metal import emulate
+from harness.substrates.metal.pool import pool_names, pool_path
 from tests.conftest import HostListener
 from tests.integration.outside import Outside
 

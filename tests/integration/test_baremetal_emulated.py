@@ -34,9 +34,9 @@ from harness.cli.main import run as cli
 from harness.config import Settings
 from harness.errors import InputError, SubstrateError
 from harness.substrates import get_substrate, ipmi, ssh
-from harness.substrates.baremetal import accounts, booted, emulate, lease, reset
-from harness.substrates.baremetal.pool import load_pool, pool_path, pools_dir
-from harness.substrates.libvirt import host
+from harness.substrates.hypervisor import host
+from harness.substrates.metal import accounts, booted, emulate, lease, reset
+from harness.substrates.metal.pool import load_pool, pool_path, pools_dir
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
 from tests.integration.faultcheck import cli as fault_cli
@@ -358,8 +358,8 @@ def test_a_bmc_that_refuses_the_harness_is_quarantined_until_repaired(pool_name,
 def test_a_killed_trials_lease_is_reset_and_reclaimed_by_gc(pool_name):
     pool = load_pool(pool_name)
     code = ("import time; from harness import owner; "
-            "from harness.substrates.baremetal import lease; "
-            "from harness.substrates.baremetal.pool import load_pool; "
+            "from harness.substrates.metal import lease; "
+            "from harness.substrates.metal.pool import load_pool; "
             f"owner.hold_trial('bm-dead'); lease.acquire(load_pool('{pool_name}'), "
             "'bm-dead', 'bm-pytest', 1); print('held', flush=True); time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

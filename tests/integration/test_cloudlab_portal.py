@@ -22,12 +22,12 @@ import pytest
 
 from harness.paths import harness_home
 from harness.substrates import ssh
-from harness.substrates.baremetal import emulate, lease
-from harness.substrates.baremetal.pool import load_pool, pool_path
 from harness.substrates.cloudlab import experiments, inband, profile
 from harness.substrates.cloudlab.machines import PoolMachines
 from harness.substrates.cloudlab.portal import Portal
 from harness.substrates.cloudlab.portal_http import serve
+from harness.substrates.metal import emulate, lease
+from harness.substrates.metal.pool import load_pool, pool_path
 from tests.integration.test_libvirt_substrate import libvirt_unavailable
 from tests.unit.test_cloudlab_portal_api import check_shape
 

@@ -77,8 +77,8 @@ def tf(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProc
 
 @pytest.fixture(scope="module")
 def substrate():
+    from harness.substrates.hypervisor.image import build_vm_image
     from harness.substrates.libvirt import LibvirtSubstrate
-    from harness.substrates.libvirt.image import build_vm_image
 
     sub = LibvirtSubstrate()
     build_vm_image()

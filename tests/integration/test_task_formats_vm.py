@@ -17,7 +17,7 @@ import pytest
 
 from harness.agents import get_agent
 from harness.substrates import get_substrate
-from harness.substrates.libvirt import naming
+from harness.substrates.hypervisor import naming
 from harness.task import load_task
 from harness.trial import Trial, make_trial_id
 from tests.integration.test_libvirt_substrate import libvirt_unavailable

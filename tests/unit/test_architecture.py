@@ -122,36 +122,30 @@ def test_imports_only_go_down():
     assert wrong == []
 
 
-# sibling imports still to be moved into neutral modules (issue 39): emulated pool machines
-# are libvirt domains on the VM image; the CloudLab substrate is a pool substrate
-SIBLING_IMPORTS_LEFT = {
-    ("baremetal/emulate.py", "libvirt"), ("baremetal/emulated_machine.py", "libvirt"),
-    ("cloudlab/__init__.py", "baremetal"), ("cloudlab/cli.py", "baremetal"),
-    ("cloudlab/experiments.py", "baremetal"), ("cloudlab/machines.py", "baremetal"),
-    ("cloudlab/reuse.py", "baremetal"),
-}
-
-
 def test_no_substrate_imports_a_sibling():
-    """A substrate folder imports its own modules and the neutral ones
-    (`harness/substrates/*.py`: SSH transport, IPMI, firewall...), never another folder."""
-    folders = {p.name for p in (HARNESS / "substrates").iterdir()
-               if (p / "__init__.py").is_file()}
+    """A substrate folder (one with a `substrate.toml`) imports its own modules and the
+    neutral ones, never another folder; the neutral ones (`harness/substrates/*.py` and the
+    packages without a `substrate.toml`: `hypervisor/`, `metal/`) import no folder."""
+    root = HARNESS / "substrates"
+    folders = {p.name for p in root.iterdir() if (p / "substrate.toml").is_file()}
     found = set()
-    for folder in folders:
-        for path in sorted((HARNESS / "substrates" / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom):  # (`from harness.substrates import x`)
-                    names = [f"{node.module}.{a.name}" for a in node.names]
-                else:
-                    names = [a.name for a in getattr(node, "names", [])
-                             if isinstance(node, ast.Import)]
-                for name in names:
-                    parts = name.split(".")
-                    if parts[:2] == ["harness", "substrates"] and len(parts) > 2 \
-                            and parts[2] in folders - {folder}:
-                        found.add((str(path.relative_to(HARNESS / "substrates")), parts[2]))
-    assert found == SIBLING_IMPORTS_LEFT, sorted(found ^ SIBLING_IMPORTS_LEFT)
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        folder = rel.parts[0] if len(rel.parts) > 1 else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):  # (`from harness.substrates import x`)
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                names = [a.name for a in getattr(node, "names", [])
+                         if isinstance(node, ast.Import)]
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] == ["harness", "substrates"] and len(parts) > 2 \
+                        and parts[2] in folders - {folder}:
+                    found.add((str(rel), parts[2]))
+    assert found == set(), sorted(found)
+    assert {"hypervisor", "metal"} <= {p.name for p in root.iterdir()
+                                       if (p / "__init__.py").is_file()} - folders
 
 
 def test_the_root_keeps_only_cross_cutting_modules():

@@ -18,9 +18,9 @@ import pytest
 
 from harness.errors import ConfigError, InputError, SubstrateError
 from harness.substrates import ipmi
-from harness.substrates.baremetal import accounts, lease, reset
-from harness.substrates.baremetal.emulated_machine import EMU
-from harness.substrates.baremetal.pool import load_pool, pools_dir, write_secret
+from harness.substrates.metal import accounts, lease, reset
+from harness.substrates.metal.emulated_machine import EMU
+from harness.substrates.metal.pool import load_pool, pools_dir, write_secret
 
 POOL = """\
 machines:

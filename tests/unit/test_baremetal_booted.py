@@ -8,7 +8,7 @@ import json
 import libvirt
 import pytest
 
-from harness.substrates.baremetal import booted
+from harness.substrates.metal import booted
 
 
 class FakeConn:
@@ -97,7 +97,7 @@ def test_a_failed_restore_boots_and_drop_removes_the_save(tmp_path, base, capsys
 def test_a_new_pool_keeps_off_the_bmc_ports_of_the_other_pools(tmp_path, monkeypatch):
     """Two emulated pools live at once in CI: a BMC VM-channel port one pool keeps in its
     config is never chosen by another, running or not (its QEMU would reach the wrong BMC)."""
-    from harness.substrates.baremetal import emulate
+    from harness.substrates.metal import emulate
 
     monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
     for pool, port in (("a", 17123), ("b", 17456)):

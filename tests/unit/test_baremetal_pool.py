@@ -15,8 +15,8 @@ import time
 import pytest
 
 from harness.errors import ConfigError, InputError, ResourceBusy
-from harness.substrates.baremetal import lease
-from harness.substrates.baremetal.pool import load_pool, pools_dir
+from harness.substrates.metal import lease
+from harness.substrates.metal.pool import load_pool, pools_dir
 
 POOL = """\
 machines:
@@ -137,8 +137,8 @@ def test_two_processes_never_hold_one_machine(home):
 def test_a_killed_trials_lease_is_stale_and_kept_until_gc(home):
     write_pool(n=1)
     code = ("import os, sys, time; from harness import owner; "
-            "from harness.substrates.baremetal import lease; "
-            "from harness.substrates.baremetal.pool import load_pool; "
+            "from harness.substrates.metal import lease; "
+            "from harness.substrates.metal.pool import load_pool; "
             "owner.hold_trial('dead-trial'); "
             "lease.acquire(load_pool('lab'), 'dead-trial', 'c', 1); print('held', flush=True); "
             "time.sleep(60)")

@@ -45,7 +45,7 @@ def test_nodes_clamped_to_host_with_warning(tmp_path, monkeypatch):
 
 
 def test_bmc_nodes_get_config_vars_and_inventory(tmp_path, monkeypatch):
-    monkeypatch.setattr("harness.substrates.libvirt.image.kernel_paths",
+    monkeypatch.setattr("harness.substrates.hypervisor.image.kernel_paths",
                         lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
     monkeypatch.setattr("harness.substrates.libvirt.render.kernel_paths",
                         lambda disk: (tmp_path / "vmlinuz", tmp_path / "initrd.img"))
@@ -98,7 +98,7 @@ def test_a_power_status_keeps_the_nodes_ssh_master_and_an_action_closes_it(monke
 
     from harness.substrates import ssh
     from harness.substrates.base import Node
-    from harness.substrates.libvirt import host
+    from harness.substrates.hypervisor import host
 
     closed, asked = [], []
     monkeypatch.setattr(ssh, "close_master", lambda h, key: closed.append(h))

@@ -16,7 +16,8 @@ import pytest
 from harness.errors import InputError, SubstrateError
 from harness.substrates import ssh
 from harness.substrates.base import TrialSpec
-from harness.substrates.libvirt import LibvirtClusterSubstrate, LibvirtSubstrate, naming
+from harness.substrates.hypervisor import naming
+from harness.substrates.libvirt import LibvirtClusterSubstrate, LibvirtSubstrate
 
 MODULE = Path(__file__).resolve().parents[2] / "harness" / "substrates" / "libvirt" / "terraform"
 
@@ -41,7 +42,7 @@ class FakeTask:
 @pytest.fixture
 def substrate(monkeypatch) -> LibvirtSubstrate:
     sub = LibvirtClusterSubstrate(domain_type="qemu")
-    monkeypatch.setattr("harness.substrates.libvirt.host.taken_subnets", lambda uri: set())
+    monkeypatch.setattr("harness.substrates.hypervisor.host.taken_subnets", lambda uri: set())
     return sub
 
 
@@ -219,7 +220,7 @@ class FakeConn:
 def test_sweep_spares_live_trials_and_filters(monkeypatch, tmp_path):
     import os
 
-    from harness.substrates.libvirt import host
+    from harness.substrates.hypervisor import host
 
     pytest.importorskip("libvirt", reason="libvirt-python (the vm extra) is not installed")
 
@@ -276,7 +277,7 @@ def _check_sweep(host, tmp_path):
 def test_module_boots_with_the_images_module_blacklist():
     """The Terraform module and the raw baseline boot guests with one list of drivers left
     out (MODULE_BLACKLIST): a change to one must reach the other."""
-    from harness.substrates.libvirt.image import KERNEL_CMDLINE, MODULE_BLACKLIST
+    from harness.substrates.hypervisor.image import KERNEL_CMDLINE, MODULE_BLACKLIST
     main = (MODULE / "main.tf").read_text()
     assert f'module_blacklist = "{MODULE_BLACKLIST}"' in main
     assert f"module_blacklist={MODULE_BLACKLIST}" in KERNEL_CMDLINE.split()

@@ -32,19 +32,12 @@ from harness import owner
 from harness.config import LOCAL_BASE, Settings, load_settings, on_local_base
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.substrates import ipmi, ssh
-from harness.substrates.baremetal import accounts, emulate, lease, reset
-from harness.substrates.baremetal.pool import Pool, load_pool, pool_names, pool_path
-from harness.substrates.base import Check, ExecResult, Node, Substrate, TrialSpec
-from harness.substrates.common import bmc_credentials_script
+from harness.substrates.base import Check, Node, TrialSpec
+from harness.substrates.metal import accounts, emulate, lease, reset
+from harness.substrates.metal.pool import Pool, load_pool, pool_names, pool_path
+from harness.substrates.metal.substrate import MachineSubstrate, machine_access
 
 HERE = Path(__file__).resolve().parent
-BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
-
-
-def _access(machine) -> dict[str, Any]:
-    """How the harness logs in to a pool machine (kept in its nodes' `extra`)."""
-    return {"ssh_key": str(machine.ssh.key_path), "ssh_user": machine.ssh.user,
-            "ssh_port": machine.ssh.port}
 
 
 def _task_account(pool: Pool, machine) -> dict[str, Any]:
@@ -54,11 +47,6 @@ def _task_account(pool: Pool, machine) -> dict[str, Any]:
     creds = pool.task_credentials(machine)
     keys = ("address", "port", "interface", "cipher_suite", "user", "password")
     return {k: creds[k] for k in keys if k in creds}
-
-
-def _login(node: Node) -> dict[str, Any]:
-    """The user and port of a node's SSH login (root on 22 unless its machine says)."""
-    return {"user": node.extra.get("ssh_user", "root"), "port": node.extra.get("ssh_port", 22)}
 
 
 class BaremetalSettings(BaseModel):
@@ -74,14 +62,11 @@ class BaremetalSettings(BaseModel):
     emulate_memory_mb: int = 512
 
 
-class BaremetalSubstrate(Substrate):
+class BaremetalSubstrate(MachineSubstrate):
     """Leased machines of a pool (real, or emulated by QEMU + ipmi_sim)."""
 
     name: ClassVar[str] = "baremetal"
-    capabilities: ClassVar[frozenset[str]] = frozenset({"power", "own_kernel", "own_clock",
-                                                        "root_ssh"})
     settings_model: ClassVar[type[BaseModel]] = BaremetalSettings
-    default_concurrency: ClassVar[int] = 1
 
     def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
         self.check_name(name)
@@ -159,34 +144,10 @@ class BaremetalSubstrate(Substrate):
             # is read from the pool when it is needed (`power`), never kept on a node
             out.append(Node(name=p["node"], host=m.ssh.host, cluster_ip=m.ssh.host,
                             primary=p["node"] == primary,
-                            extra={**_access(m), "machine": m.name,
+                            extra={**machine_access(m), "machine": m.name,
                                    "pool": pool.name, "domain": m.domain or "",
                                    "bmc": _task_account(pool, m) if m.bmc else None}))
         return out
-
-    def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
-        def bmc(n: Node) -> str:
-            c = n.extra.get("bmc")
-            return "" if not c else c["address"] if int(c["port"]) == 623 else \
-                f"{c['address']}:{c['port']}"
-
-        hosts = {n.name: {"ansible_host": n.host, "ansible_user": _login(n)["user"],
-                          "ansible_port": _login(n)["port"],
-                          **({"ansible_become": True} if _login(n)["user"] != "root" else {}),
-                          "ansible_ssh_private_key_file": n.extra["ssh_key"],
-                          "ansible_ssh_common_args": ssh.ANSIBLE_SSH_ARGS,
-                          "ansible_python_interpreter": "/usr/bin/python3",
-                          "harness_cluster_ip": n.cluster_ip, "harness_primary": n.primary,
-                          "harness_machine": n.extra["machine"],
-                          "harness_pool": n.extra["pool"],
-                          **({"harness_bmc": bmc(n)} if bmc(n) else {})} for n in nodes}
-        return {"all": {
-            "hosts": hosts,
-            "vars": {"harness_trial": spec.trial_id, "harness_trial_id": spec.trial_id,
-                     "harness_campaign": spec.campaign, "harness_substrate": self.name,
-                     "harness_control_path": "network"},
-            "children": {"primary": {"hosts": {n.name: {} for n in nodes if n.primary}}},
-        }}
 
     def image_warnings(self, task) -> list[str]:
         """An emulated pool's machines run the Debian 12 image whatever `base_image` (or a
@@ -207,43 +168,7 @@ class BaremetalSubstrate(Substrate):
     def secrets(self, spec: TrialSpec) -> list[str]:
         return self.pool().secrets()
 
-    def login_hint(self, node: Node) -> str:
-        port = _login(node)["port"]
-        return f"ssh -i {node.extra['ssh_key']}{f' -p {port}' if port != 22 else ''} " \
-               f"{_login(node)['user']}@{node.host}  (machine " \
-               f"{node.extra['machine']})"
-
     # -- runtime ----------------------------------------------------------------------
-
-    async def exec(self, node: Node, cmd: str, timeout: float,
-                   env: dict[str, str] | None = None, stdin: bytes | None = None,
-                   toolbox: str | None = None) -> ExecResult:
-        return await ssh.exec_on(node.host, Path(node.extra["ssh_key"]), cmd, timeout, env,
-                                 stdin, toolbox, **_login(node))
-
-    async def put(self, node: Node, src: Path, dest: str) -> None:
-        await ssh.put(node.host, Path(node.extra["ssh_key"]), src, dest, **_login(node))
-
-    async def wait_ready(self, nodes: list[Node], timeout: float | None = None) -> None:
-        """Every machine answers SSH and is clean (nothing of an earlier trial on it), and
-        its BMC accepts the harness account (a machine whose BMC refuses it is quarantined
-        and the trial stops before its window); then the primary gets the task-facing BMC
-        credentials (/etc/harness/bmc-credentials, 0600)."""
-        await self.check_bmcs(nodes)
-        await asyncio.gather(*(ssh.wait_ready(n.host, Path(n.extra["ssh_key"]), timeout or 300,
-                                              **_login(n)) for n in nodes))
-        for n in nodes:
-            res = await self.exec(n, reset.DIRTY, 60)
-            if not res.ok or res.stdout.split():
-                raise SubstrateError(self.name, f"machine {n.extra['machine']} is not clean "
-                                     f"(left by an earlier trial: {res.stdout.split()}); "
-                                     "`harness gc` resets it", res.stderr)
-        script = bmc_credentials_script(nodes, BMC_CREDENTIALS)
-        primary = next((n for n in nodes if n.primary), None)
-        if script and primary is not None:
-            res = await self.exec(primary, script, 30)
-            if not res.ok:
-                raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
 
     async def check_bmcs(self, nodes: list[Node]) -> None:
         """Each node's BMC accepts the harness account; one that refuses it is quarantined
@@ -280,23 +205,6 @@ class BaremetalSubstrate(Substrate):
             ssh.close_master(node.host, Path(node.extra["ssh_key"]))
         return await asyncio.to_thread(ipmi.power, creds, action)
 
-    async def reboot(self, node: Node) -> None:
-        """`systemctl reboot` on the machine; back when it answers with a new boot id."""
-        key = Path(node.extra["ssh_key"])
-        boot_id = "cat /proc/sys/kernel/random/boot_id"
-        before = (await ssh.probe(node.host, key, boot_id, **_login(node))).stdout
-        await self.exec(node, "systemctl reboot", 30)
-        ssh.close_master(node.host, key)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 300
-        while loop.time() < deadline:
-            now = await ssh.probe(node.host, key, boot_id, **_login(node))
-            if now.ok and now.stdout.strip() and now.stdout != before:
-                await self.wait_booted(node)
-                return
-            await asyncio.sleep(1)
-        raise SubstrateError(self.name, f"{node.name} did not come back from a reboot in 300s")
-
     # -- gc ---------------------------------------------------------------------------
 
     def _stale(self, campaign: str | None, trial: str | None, force: bool):
@@ -318,7 +226,7 @@ class BaremetalSubstrate(Substrate):
             machine = load_pool(p).machine(m)
             out.setdefault(r.get("trial", "?"), []).append(Node(
                 name=m, host=machine.ssh.host, cluster_ip=machine.ssh.host,
-                extra={**_access(machine), "machine": m, "pool": p}))
+                extra={**machine_access(machine), "machine": m, "pool": p}))
         return out
 
     def sweep(self, campaign: str | None = None, trial: str | None = None,

@@ -11,8 +11,8 @@ import typer
 
 from harness.errors import HarnessError, InputError
 from harness.substrates import ipmi
-from harness.substrates.baremetal import accounts, emulate, lease, reset
-from harness.substrates.baremetal.pool import NAME, load_pool, pool_names
+from harness.substrates.metal import accounts, emulate, lease, reset
+from harness.substrates.metal.pool import NAME, load_pool, pool_names
 
 app = typer.Typer(help="Pools of bare-metal machines (real, or emulated with QEMU + "
                   "ipmi_sim BMCs).", no_args_is_help=True)

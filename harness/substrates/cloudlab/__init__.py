@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from harness.config import Settings, load_settings
 from harness.errors import PreflightError, SubstrateError
 from harness.substrates import ssh
-from harness.substrates.baremetal import BaremetalSubstrate
 from harness.substrates.base import Check, Node, TrialSpec
 from harness.substrates.cloudlab import api, experiments, inband, profile
+from harness.substrates.metal.substrate import MachineSubstrate
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,7 +59,7 @@ class CloudlabSettings(BaseModel):
     insecure: bool = False
 
 
-class CloudlabSubstrate(BaremetalSubstrate):
+class CloudlabSubstrate(MachineSubstrate):
     """A CloudLab experiment per trial (the real portal, or `harness cloudlab serve`)."""
 
     name: ClassVar[str] = "cloudlab"

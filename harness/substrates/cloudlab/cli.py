@@ -13,11 +13,11 @@ import typer
 
 from harness.errors import InputError
 from harness.paths import harness_home
-from harness.substrates.baremetal.pool import load_pool
 from harness.substrates.cloudlab import CloudlabSubstrate, api, profile, reuse
 from harness.substrates.cloudlab.machines import PoolMachines
 from harness.substrates.cloudlab.portal import Portal
 from harness.substrates.cloudlab.portal_http import serve as start
+from harness.substrates.metal.pool import load_pool
 
 app = typer.Typer(help="CloudLab: a local portal over an emulated pool, profile scripts.",
                   no_args_is_help=True)

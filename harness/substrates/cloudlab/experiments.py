@@ -31,7 +31,7 @@ from harness import owner
 from harness.errors import HarnessError, ResourceBusy
 from harness.paths import harness_home
 from harness.results import write_json_atomic
-from harness.substrates.baremetal.pool import pool_path
+from harness.substrates.metal.pool import pool_path
 
 PREFIX = "hx-"
 EXTEND_MARGIN_SEC = 1800

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness.errors import HarnessError, SubstrateError
 from harness.substrates import ipmi, ssh
-from harness.substrates.baremetal import emulate, lease, reset
-from harness.substrates.baremetal.pool import Machine, Pool, load_pool
+from harness.substrates.metal import emulate, lease, reset
+from harness.substrates.metal.pool import Machine, Pool, load_pool
 
 KEY_MARK = "hx-cloudlab-portal"
 KEYS = "/root/.ssh/authorized_keys2"

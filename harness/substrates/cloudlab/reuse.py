@@ -33,10 +33,10 @@ from harness.errors import InputError, PreflightError, SubstrateError
 from harness.paths import harness_home, terraform_cli_config
 from harness.results import write_json_atomic
 from harness.substrates import ssh
-from harness.substrates.baremetal import emulate, lease
-from harness.substrates.baremetal.pool import NAME as POOL_NAME
-from harness.substrates.baremetal.pool import load_pool, pool_path, pools_dir
 from harness.substrates.cloudlab import api, experiments, inband, profile
+from harness.substrates.metal import emulate, lease
+from harness.substrates.metal.pool import NAME as POOL_NAME
+from harness.substrates.metal.pool import load_pool, pool_path, pools_dir
 
 
 def terraform(tf: Path, *args: str) -> str:

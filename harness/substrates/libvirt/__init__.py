@@ -42,10 +42,11 @@ from harness.substrates.common import (
     bmc_credentials_script,
     nodes_from_inventory,
 )
-from harness.substrates.libvirt import bmc, doctor, host, naming
+from harness.substrates.hypervisor import host, naming
+from harness.substrates.hypervisor.host import detect_domain_type
+from harness.substrates.hypervisor.image import build_vm_image, image_dir, kernel_paths
+from harness.substrates.libvirt import bmc, doctor
 from harness.substrates.libvirt.gateway_relay import GatewayRelay
-from harness.substrates.libvirt.host import detect_domain_type
-from harness.substrates.libvirt.image import build_vm_image, image_dir, kernel_paths
 from harness.substrates.libvirt.remote import RemoteHost
 from harness.substrates.libvirt.render import Rendering
 from harness.substrates.libvirt.task_image import task_image
@@ -56,7 +57,6 @@ TOOLS = {  # command -> Debian package
     "mkfs.ext4": "e2fsprogs", "debugfs": "e2fsprogs", "virsh": "libvirt-clients",
     "xsltproc": "xsltproc", "ssh": "openssh-client", "ssh-keygen": "openssh-client", "tar": "tar",
 }
-BMC_CREDENTIALS = "/etc/harness/bmc-credentials"
 
 
 class LibvirtSubstrate(Rendering, Substrate):
@@ -196,7 +196,7 @@ class LibvirtSubstrate(Rendering, Substrate):
                 if not res.ok:
                     raise SubstrateError(self.name, f"growing {node.name}'s root filesystem "
                                          "to the task's storage failed", res.stderr)
-        script = bmc_credentials_script(nodes, BMC_CREDENTIALS)
+        script = bmc_credentials_script(nodes)
         primary = next((n for n in nodes if n.primary), None)
         if script and primary is not None:
             res = await self.exec(primary, script, timeout=30)
@@ -355,7 +355,7 @@ class LibvirtSubstrate(Rendering, Substrate):
         disk = image_dir() / "disk.qcow2"
         if not disk.exists():
             raise PreflightError(f"vm base image not built ({disk}); run "
-                                 "python -m harness.substrates.libvirt.image")
+                                 "python -m harness.substrates.hypervisor.image")
         self.domain_type()
 
 

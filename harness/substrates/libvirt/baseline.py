@@ -18,7 +18,7 @@ from pathlib import Path
 
 from harness.errors import SubstrateError
 from harness.substrates import ssh
-from harness.substrates.libvirt.image import KERNEL_CMDLINE, build_vm_image, kernel_paths
+from harness.substrates.hypervisor.image import KERNEL_CMDLINE, build_vm_image, kernel_paths
 
 MAKE_DISKS = Path(__file__).resolve().parent / "terraform" / "files" / "make-disks.sh"
 

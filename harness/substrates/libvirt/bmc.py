@@ -40,9 +40,9 @@ from harness import owner
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates.firewall import BMC_PORTS
-from harness.substrates.libvirt import host
+from harness.substrates.hypervisor import host
+from harness.substrates.hypervisor.naming import PREFIX, resource_prefix
 from harness.substrates.libvirt.bmc_relay import Relay
-from harness.substrates.libvirt.naming import PREFIX, resource_prefix
 from harness.substrates.libvirt.remote import SSH_ENV, RemoteHost
 
 MODULE = "harness.substrates.libvirt.bmc"

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 from harness.substrates.base import SETUP, Check
-from harness.substrates.libvirt import host
+from harness.substrates.hypervisor import host
 
 
 def checks() -> list[Check]:

@@ -33,8 +33,8 @@ from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates import firewall
 from harness.substrates.base import Check
-from harness.substrates.libvirt import image
-from harness.substrates.libvirt.naming import PREFIX
+from harness.substrates.hypervisor import image
+from harness.substrates.hypervisor.naming import PREFIX
 from harness.substrates.ssh import as_root
 
 REMOTE_DIR = "/var/lib/harness"

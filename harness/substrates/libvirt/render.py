@@ -17,8 +17,9 @@ from harness.errors import InputError, PreflightError, SubstrateError
 from harness.substrates import egress, ssh
 from harness.substrates.base import Node, TrialSpec
 from harness.substrates.common import HOST_RESERVE_MB, host_memory_mb
-from harness.substrates.libvirt import bmc, host, naming
-from harness.substrates.libvirt.image import image_dir, kernel_paths
+from harness.substrates.hypervisor import host, naming
+from harness.substrates.hypervisor.image import image_dir, kernel_paths
+from harness.substrates.libvirt import bmc
 
 DEFAULT_CPUS, DEFAULT_MEMORY_MB = 1, 1024
 BARE_METAL_TYPES = ("baremetal", "cloudlab")  # task types whose every machine has a BMC

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from harness.paths import harness_home
 from harness.substrates.common import RESEED_CRNG
-from harness.substrates.libvirt import host
+from harness.substrates.hypervisor import host
 
 VERSION = 1
 MODES = ("snapshot", "cold")

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.substrates.hypervisor.host import detect_domain_type
+from harness.substrates.hypervisor.image import kernel_paths
 from harness.substrates.libvirt.baseline import raw_guest
-from harness.substrates.libvirt.host import detect_domain_type
-from harness.substrates.libvirt.image import kernel_paths
 
 PER_TRIAL = ("bootstrap.sh", "bootstrap.yml")
 

@@ -15,11 +15,11 @@ resource "terraform_data" "lease" {
   }
 
   provisioner "local-exec" {
-    command = "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.baremetal.lease check --pool '${var.pool}' --trial '${var.trial_id}' --machine '${each.value.machine}'"
+    command = "'${var.python}' -W ignore::RuntimeWarning -m harness.substrates.metal.lease check --pool '${var.pool}' --trial '${var.trial_id}' --machine '${each.value.machine}'"
   }
 
   provisioner "local-exec" {
     when    = destroy
-    command = "'${self.input.python}' -W ignore::RuntimeWarning -m harness.substrates.baremetal.reset release --pool '${self.input.pool}' --trial '${self.input.trial}' --machine '${self.input.machine}'"
+    command = "'${self.input.python}' -W ignore::RuntimeWarning -m harness.substrates.metal.reset release --pool '${self.input.pool}' --trial '${self.input.trial}' --machine '${self.input.machine}'"
   }
 }

@@ -24,7 +24,7 @@ locals {
   }
   hosts_file   = join("", concat(["127.0.0.1\tlocalhost\n"], [for name, n in local.nodes : "${n.ip}\t${name}\n"]))
   cluster_info = join("", [for name, n in local.nodes : "${name}=${n.ip}\n${name}_cluster_ip=${n.ip}\n"])
-  # module_blacklist: the same list as harness/substrates/libvirt/image.py MODULE_BLACKLIST
+  # module_blacklist: the same list as harness/substrates/hypervisor/image.py MODULE_BLACKLIST
   cmdline_args = merge({
     root             = "/dev/vda", console = "ttyS0", panic = "10", _ = "rw",
     module_blacklist = "kvm,kvm_amd,kvm_intel,ccp,cfg80211,rfkill,drm,floppy,usbcore,usb_common,uhci_hcd,ehci_hcd,pcspkr,psmouse,serio_raw,i2c_piix4,efi_pstore,virtio_balloon",

@@ -28,8 +28,8 @@ import time
 
 from harness.errors import HarnessError, SubstrateError
 from harness.substrates import ipmi, ssh
-from harness.substrates.baremetal import accounts, emulate, lease
-from harness.substrates.baremetal.pool import Machine, Pool, load_pool
+from harness.substrates.metal import accounts, emulate, lease
+from harness.substrates.metal.pool import Machine, Pool, load_pool
 
 # what a trial leaves on a machine (cluster-info, syscraft helpers, BMC credentials, fault
 # ledgers, the verifier's and agents' directories) and, in root's ~/.ssh, the cluster key
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     """`release --pool P --trial T --machine M`: the trial's Terraform destroy step. The
     machine is reset (or quarantined when its BMC refuses the harness) and its lease
     released; a reset that fails otherwise keeps the lease, for gc to retry."""
-    parser = argparse.ArgumentParser(prog="python -m harness.substrates.baremetal.reset")
+    parser = argparse.ArgumentParser(prog="python -m harness.substrates.metal.reset")
     parser.add_argument("action", choices=("release",))
     parser.add_argument("--pool", required=True)
     parser.add_argument("--trial", required=True)

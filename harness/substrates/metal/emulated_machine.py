@@ -14,13 +14,13 @@ import yaml
 
 from harness.errors import PreflightError
 from harness.paths import harness_home
-from harness.substrates.baremetal import accounts, pool
-from harness.substrates.baremetal.pool import pool_path, pools_dir
-from harness.substrates.libvirt import host
-from harness.substrates.libvirt.image import KERNEL_CMDLINE, build_vm_image, kernel_paths
+from harness.substrates.hypervisor import host
+from harness.substrates.hypervisor.image import KERNEL_CMDLINE, build_vm_image, kernel_paths
+from harness.substrates.metal import accounts, pool
+from harness.substrates.metal.pool import pool_path, pools_dir
 
 URI = "qemu:///system"
-MODULE = "harness.substrates.baremetal.emulate"
+MODULE = "harness.substrates.metal.emulate"
 MAKE_DISKS = Path(__file__).resolve().parents[1] / "libvirt" / "terraform" / "files" / \
     "make-disks.sh"
 DATA_HOST, BMC_HOST = 10, 100  # data: .10+i; management: node .10+i, its BMC .100+i

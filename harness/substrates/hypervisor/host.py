@@ -22,8 +22,8 @@ from urllib.parse import unquote, urlsplit
 from harness import owner
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
-from harness.substrates.libvirt import image
-from harness.substrates.libvirt.naming import PREFIX, bridge_name, resource_prefix
+from harness.substrates.hypervisor import image
+from harness.substrates.hypervisor.naming import PREFIX, bridge_name, resource_prefix
 
 POWER_ACTIONS = ("on", "off", "cycle", "reset", "status")
 

@@ -12,7 +12,7 @@ pools runs on it. A local stand-in for physical hardware, named as such (`emulat
 - the BMC is OpenIPMI's `ipmi_sim` (one process per machine): IPMI 1.5 (`-I lan`) and 2.0
   (`-I lanplus`) over the management network, in-band through QEMU's `ipmi-bmc-extern` +
   `isa-ipmi-kcs` (`/dev/ipmi0` in the guest), SOL on the guest's serial port. Chassis
-  power runs the machine: power on starts `python -m harness.substrates.baremetal.emulate
+  power runs the machine: power on starts `python -m harness.substrates.metal.emulate
   power` (it starts the domain and lives while it runs); power off asks the guest to shut
   down over the BMC channel, then stops that helper, which destroys the domain.
 
@@ -56,8 +56,10 @@ from harness import owner
 from harness.errors import PreflightError, SubstrateError
 from harness.paths import harness_home
 from harness.substrates import ipmi, ssh
-from harness.substrates.baremetal import accounts, booted, lease
-from harness.substrates.baremetal.emulated_machine import (
+from harness.substrates.hypervisor import host
+from harness.substrates.hypervisor.image import build_vm_image
+from harness.substrates.metal import accounts, booted, lease
+from harness.substrates.metal.emulated_machine import (
     BMC_HOST,
     DATA_HOST,
     EMU,
@@ -79,9 +81,7 @@ from harness.substrates.baremetal.emulated_machine import (
     subnets,
     write_secret,
 )
-from harness.substrates.baremetal.pool import Machine, Pool, load_pool, pool_path, pools_dir
-from harness.substrates.libvirt import host
-from harness.substrates.libvirt.image import build_vm_image
+from harness.substrates.metal.pool import Machine, Pool, load_pool, pool_path, pools_dir
 
 
 def _make_disks(name: str, node: str, hosts: str) -> None:
@@ -455,8 +455,11 @@ def _ensure_address(pool: Pool, m: Machine) -> None:
 
 def start_bmc(pool: Pool, m: Machine, log=print) -> None:
     """Start the machine's ipmi_sim (its configuration says `startnow`: it powers the
-    machine on, restoring its saved first boot when a reimage left the marker)."""
+    machine on, restoring its saved first boot when a reimage left the marker). Its
+    configuration is written again first: its power command names this interpreter and
+    module, which a configuration made by an older checkout or another venv may not."""
     files = machine_files(pool.name, m.name)
+    _write_bmc_conf(pool, m.name)
     files["state"].mkdir(parents=True, exist_ok=True, mode=0o700)
     log(f"pool {pool.name}: starting the BMC of {m.name} ({m.bmc.address}:623)")
     with open(files["log"], "ab") as out:

@@ -40,7 +40,7 @@ from pathlib import Path
 from harness import owner
 from harness.errors import HarnessError, InputError, ResourceBusy
 from harness.results import write_json_atomic
-from harness.substrates.baremetal.pool import Machine, Pool, pools_dir
+from harness.substrates.metal.pool import Machine, Pool, pools_dir
 
 LOCK_TIMEOUT_SEC = 60.0
 HEARTBEAT_SEC = 30.0
@@ -260,7 +260,7 @@ def stale(pool: str, trial: str | None = None, force: bool = False) -> dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.substrates.baremetal.lease")
+    parser = argparse.ArgumentParser(prog="python -m harness.substrates.metal.lease")
     parser.add_argument("action", choices=("check", "release"))
     parser.add_argument("--pool", required=True)
     parser.add_argument("--trial", required=True)
