@@ -91,22 +91,32 @@ def resolve(hosts: list[str], runner: Runner | None = None) -> dict[str, list[st
     return out
 
 
-def _elements(set_name: str, bridge: str, runner: Runner | None = None) -> list[str]:
-    """The set's current elements for `bridge`, in nft syntax."""
-    proc = _nft(["-j", "list", "set", "inet", TABLE, set_name], runner=runner)
+def _elements(names: tuple[str, ...], bridge: str, runner: Runner | None = None
+              ) -> dict[str, list[str]]:
+    """The current elements for `bridge` of each set in `names`, in nft syntax, from one
+    listing of the table."""
+    proc = _nft(["-j", "list", "table", "inet", TABLE], runner=runner)
     if proc.returncode != 0:
-        raise SubstrateError("egress", f"the trial firewall has no set {set_name} "
-                             "(an older harness loaded it): run `sudo scripts/setup.sh`")
-    found = []
+        raise SubstrateError("egress", f"the trial firewall (table inet {TABLE}) is not "
+                             "loaded: run `sudo scripts/setup.sh`")
+    found: dict[str, list[str]] = {}
     for item in json.loads(proc.stdout).get("nftables", []):
-        for elem in (item.get("set") or {}).get("elem", []):
-            if isinstance(elem, dict) and "concat" in elem:
-                iface, *rest = elem["concat"]
-                if iface == bridge:
-                    found.append(" . ".join([f'"{iface}"', *map(str, rest)]))
-            elif elem == bridge:
-                found.append(f'"{elem}"')
+        s = item.get("set") or {}
+        if s.get("name") in names:
+            found[s["name"]] = [e for elem in s.get("elem", []) if (e := _element(elem, bridge))]
+    missing = [n for n in names if n not in found]
+    if missing:
+        raise SubstrateError("egress", f"the trial firewall has no set {missing[0]} "
+                             "(an older harness loaded it): run `sudo scripts/setup.sh`")
     return found
+
+
+def _element(elem, bridge: str) -> str:
+    """`elem` of a set's JSON listing in nft syntax when it is `bridge`'s, else ""."""
+    if isinstance(elem, dict) and "concat" in elem:
+        iface, *rest = elem["concat"]
+        return " . ".join([f'"{iface}"', *map(str, rest)]) if iface == bridge else ""
+    return f'"{elem}"' if elem == bridge else ""
 
 
 def apply(bridge: str, policy, extra_uplinks: list[str] = (), runner: Runner | None = None
@@ -116,8 +126,7 @@ def apply(bridge: str, policy, extra_uplinks: list[str] = (), runner: Runner | N
     allowlist, else {}."""
     lines = [f"add element inet {TABLE} uplinks {{ \"{dev}\" }}"
              for dev in [*default_uplinks(runner), *extra_uplinks]]
-    for set_name in ("egress_public", "egress_allow"):
-        old = _elements(set_name, bridge, runner)
+    for set_name, old in _elements(("egress_public", "egress_allow"), bridge, runner).items():
         if old:
             lines.append(f"delete element inet {TABLE} {set_name} {{ {', '.join(old)} }}")
     pins: dict[str, list[str]] = {}
@@ -141,8 +150,8 @@ def clear(bridge: str, runner: Runner | None = None) -> None:
     table or nft is gone."""
     try:
         lines = [f"delete element inet {TABLE} {name} {{ {', '.join(old)} }}"
-                 for name in ("egress_public", "egress_allow", "gateway")
-                 if (old := _elements(name, bridge, runner))]
+                 for name, old in _elements(("egress_public", "egress_allow", "gateway"),
+                                            bridge, runner).items() if old]
         if lines:
             _nft(["-f", "-"], "\n".join(lines) + "\n", runner)
     except (SubstrateError, OSError, ValueError):
@@ -154,7 +163,7 @@ def open_gateway(bridge: str, addr: str, port: int, runner: Runner | None = None
     address) and nothing else of the host: the one element of the set `gateway` for it."""
     ipaddress.IPv4Address(addr)
     lines = [f"delete element inet {TABLE} gateway {{ {', '.join(old)} }}"
-             for old in [_elements("gateway", bridge, runner)] if old]
+             for old in [_elements(("gateway",), bridge, runner)["gateway"]] if old]
     lines.append(f'add element inet {TABLE} gateway {{ "{bridge}" . {addr} . {int(port)} }}')
     proc = _nft(["-f", "-"], "\n".join(lines) + "\n", runner)
     if proc.returncode != 0:
@@ -165,7 +174,7 @@ def open_gateway(bridge: str, addr: str, port: int, runner: Runner | None = None
 def close_gateway(bridge: str, runner: Runner | None = None) -> None:
     """Close `bridge`'s way to the model gateway; quiet when the table or nft is gone."""
     try:
-        old = _elements("gateway", bridge, runner)
+        old = _elements(("gateway",), bridge, runner)["gateway"]
         if old:
             _nft(["-f", "-"], f"delete element inet {TABLE} gateway {{ {', '.join(old)} }}\n",
                  runner)

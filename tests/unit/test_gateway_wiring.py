@@ -240,7 +240,8 @@ def test_gateway_elements_are_one_per_bridge(monkeypatch):
         if args[:2] == ["-j", "list"]:
             elems = [{"concat": ["hxd-a", "10.1.0.1", 4480]}, {"concat": ["hxd-b", "10.2.0.1",
                                                                           4480]}]
-            out = json.dumps({"nftables": [{"set": {"elem": elems}}]})
+            out = json.dumps({"nftables": [{"set": {"name": "gateway", "elem": elems}},
+                                           {"chain": {"name": "from_trial"}}]})
             return subprocess.CompletedProcess(args, 0, out, "")
         scripts.append(stdin)
         return subprocess.CompletedProcess(args, 0, "", "")

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness import owner
-from harness.config import LOCAL_BASE, Settings, load_settings, on_local_base
+from harness.config import LOCAL_BASE, Settings, on_local_base
 from harness.errors import InputError, PreflightError, SubstrateError
 from harness.substrates import ipmi, ssh
 from harness.substrates.base import Check, Node, TrialSpec
@@ -69,9 +69,7 @@ class BaremetalSubstrate(MachineSubstrate):
     settings_model: ClassVar[type[BaseModel]] = BaremetalSettings
 
     def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
-        self.check_name(name)
-        self.settings = settings or load_settings()
-        self.config: BaremetalSettings = self.settings.substrate(self.name, BaremetalSettings)
+        super().__init__(name, settings)
         self.pool_name = self.config.pool or "emulated"
         self._pool: Pool | None = None
 

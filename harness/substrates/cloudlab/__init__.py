@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from harness.config import Settings, load_settings
+from harness.config import Settings
 from harness.errors import PreflightError, SubstrateError
 from harness.substrates import ssh
 from harness.substrates.base import Check, Node, TrialSpec
@@ -66,32 +66,30 @@ class CloudlabSubstrate(MachineSubstrate):
     settings_model: ClassVar[type[BaseModel]] = CloudlabSettings
 
     def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
-        self.check_name(name)
-        self.settings = settings or load_settings()
-        self.cl: CloudlabSettings = self.settings.substrate(self.name, CloudlabSettings)
-        self.portal_url = self.cl.portal_url.rstrip("/")
+        super().__init__(name, settings)
+        self.portal_url = self.config.portal_url.rstrip("/")
 
     # -- the portal -------------------------------------------------------------------
 
     def token(self) -> str:
         """The API token (`api.resolve_token`: token_file, $CLOUDLAB_TOKEN, a local
         portal's token file), also exported as CLOUDLAB_TOKEN for the provider."""
-        return api.resolve_token(self.portal_url, self.cl.token_file)
+        return api.resolve_token(self.portal_url, self.config.token_file)
 
     def client(self) -> api.Portal:
         return api.Portal(self.portal_url, self.token())
 
     def provider_config(self) -> dict[str, dict]:
-        return {"cloudlab": {"portal_url": self.portal_url, "project": self.cl.project,
-                             "poll_interval": self.cl.poll_interval,
-                             "insecure": self.cl.insecure}}
+        return {"cloudlab": {"portal_url": self.portal_url, "project": self.config.project,
+                             "poll_interval": self.config.poll_interval,
+                             "insecure": self.config.insecure}}
 
     def terraform_module(self) -> Path:
         return HERE / "terraform"
 
     def prepare(self, spec: TrialSpec, log=print) -> str:
         self.token()
-        return f"cloudlab:{self.portal_url}/{self.cl.project}"
+        return f"cloudlab:{self.portal_url}/{self.config.project}"
 
     # -- render -----------------------------------------------------------------------
 
@@ -101,17 +99,18 @@ class CloudlabSubstrate(MachineSubstrate):
         cfg = spec.task.config
         hours = math.ceil((cfg.environment.build_timeout_sec + spec.window_sec
                            + cfg.verifier.timeout_sec + 1800) / 3600)
-        if self.cl.profile:  # the user's own: its parameters are not ours to guess
-            pproject, pname = self.cl.profile.split(",")
+        if self.config.profile:  # the user's own: its parameters are not ours to guess
+            pproject, pname = self.config.profile.split(",")
             script, bindings = "", {}
         else:
-            pproject, pname = self.cl.project, name
+            pproject, pname = self.config.project, name
+            cfg = self.config
             script = profile.render(
-                names, self.cl.hardware_type, self.cl.image, f"harness trial {spec.trial_id}",
+                names, cfg.hardware_type, cfg.image, f"harness trial {spec.trial_id}",
                 {n.name: (getattr(n, "hardware_type", None) or "", getattr(n, "image", None)
                           or "") for n in spec.task.nodes})
             bindings = {"n": str(len(names))}
-        return {"trial_id": spec.trial_id, "experiment": name, "project": self.cl.project,
+        return {"trial_id": spec.trial_id, "experiment": name, "project": self.config.project,
                 "profile_script": script, "profile_name": pname, "profile_project": pproject,
                 "bindings": bindings, "duration": max(1, hours), "python": sys.executable,
                 "sshpubkey": Path(f"{inband.key_path()}.pub").read_text().strip()}
@@ -122,12 +121,12 @@ class CloudlabSubstrate(MachineSubstrate):
         tf_vars = self._vars(spec)
         name = tf_vars["experiment"]
         experiments.reserve(name, spec.trial_id, spec.campaign, self.portal_url,
-                            self.cl.project, len(spec.task.nodes), self.cl.max_experiments,
-                            self.cl.max_nodes, self.cl.quota_wait_sec, str(spec.root),
+                            self.config.project, len(spec.task.nodes), self.config.max_experiments,
+                            self.config.max_nodes, self.config.quota_wait_sec, str(spec.root),
                             tf_vars["duration"])
         path = spec.root / "cloudlab" / "experiment.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"experiment": name, "project": self.cl.project,
+        path.write_text(json.dumps({"experiment": name, "project": self.config.project,
                                     "portal": self.portal_url}, indent=2) + "\n")
         experiments.keep_alive(name, self.client())
         return tf_vars
@@ -149,7 +148,7 @@ class CloudlabSubstrate(MachineSubstrate):
                      extra={"ssh_key": str(inband.key_path()),
                             "ssh_user": got[n.name]["ssh_user"] or "root",
                             "ssh_port": int(got[n.name]["ssh_port"] or 22),
-                            "machine": n.name, "pool": f"{self.cl.project},{exp.get('name')}",
+                            "machine": n.name, "pool": f"{self.config.project},{exp.get('name')}",
                             "bmc": None}) for n in spec.task.nodes]
 
     def secrets(self, spec: TrialSpec) -> list[str]:
@@ -212,7 +211,7 @@ class CloudlabSubstrate(MachineSubstrate):
             known = experiments.read()
             return {e["name"]: {"project": e["project"], "portal": self.portal_url,
                                 "trial": "?"}
-                    for e in self.client().experiments(self.cl.project)
+                    for e in self.client().experiments(self.config.project)
                     if e.get("name", "").startswith(experiments.PREFIX)
                     and e["name"] not in known}
         except (SubstrateError, PreflightError):

@@ -76,13 +76,14 @@ def create(sub, name: str, nodes: int, log=print) -> Path:
     sub.token()  # (exported as CLOUDLAB_TOKEN for the provider)
     names = [f"node{i}" for i in range(nodes)]
     exp = experiments.experiment_name(owner_id(name))
-    experiments.reserve(exp, owner_id(name), "cloudlab-reuse", sub.portal_url, sub.cl.project,
-                        nodes, sub.cl.max_experiments, sub.cl.max_nodes, 0, str(root(name)), 24)
+    cfg = sub.config
+    experiments.reserve(exp, owner_id(name), "cloudlab-reuse", sub.portal_url, cfg.project,
+                        nodes, cfg.max_experiments, cfg.max_nodes, 0, str(root(name)), 24)
     experiments.mark_pool(exp, name)
-    variables = {"trial_id": owner_id(name), "experiment": exp, "project": sub.cl.project,
-                 "profile_script": profile.render(names, sub.cl.hardware_type, sub.cl.image,
+    variables = {"trial_id": owner_id(name), "experiment": exp, "project": sub.config.project,
+                 "profile_script": profile.render(names, sub.config.hardware_type, sub.config.image,
                                                   f"harness reuse pool {name}"),
-                 "profile_name": exp, "profile_project": sub.cl.project,
+                 "profile_name": exp, "profile_project": sub.config.project,
                  "bindings": {"n": str(nodes)}, "duration": 24, "python": sys.executable,
                  "sshpubkey": Path(f"{inband.key_path()}.pub").read_text().strip()}
     tf = root(name) / "terraform"
@@ -94,7 +95,7 @@ def create(sub, name: str, nodes: int, log=print) -> Path:
            "module": {"pool": {"source": str(sub.terraform_module()), **variables}},
            "output": {"nodes": {"value": "${module.pool.nodes}"}}}
     (tf / "main.tf.json").write_text(json.dumps(doc, indent=2) + "\n")
-    log(f"cloudlab reuse {name}: allocating experiment {sub.cl.project},{exp} ({nodes} nodes)")
+    log(f"cloudlab reuse {name}: allocating experiment {sub.config.project},{exp} ({nodes} nodes)")
     terraform(tf, "init", "-input=false")
     terraform(tf, "apply", "-auto-approve", "-input=false")
     got = json.loads(terraform(tf, "output", "-json", "nodes"))
@@ -135,7 +136,7 @@ def _write_pool(name: str, sub, exp: str, got: list[dict], creds: dict) -> None:
                '--machine "$HX_MACHINE"')
     doc = {"reset": "reimage", "reimage_command": command, "vault_file": f"{name}.vault.yml",
            "vault_password_file": str(secret), "machines": [{
-               "name": n["client_id"], "tags": ["cloudlab", sub.cl.hardware_type or "any"],
+               "name": n["client_id"], "tags": ["cloudlab", sub.config.hardware_type or "any"],
                "ssh": {"host": n["ssh_host"], "port": int(n["ssh_port"] or 22),
                        "user": n["ssh_user"] or "root", "key": str(inband.key_path())},
                **({"bmc": {"address": creds[n["client_id"]]["address"], "port": 623,
@@ -147,10 +148,10 @@ def _write_pool(name: str, sub, exp: str, got: list[dict], creds: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(f"# A CloudLab reuse pool (harness cloudlab reuse): experiment "
-                   f"{sub.cl.project},{exp} at {sub.portal_url}.\n"
+                   f"{sub.config.project},{exp} at {sub.portal_url}.\n"
                    + yaml.safe_dump(doc, sort_keys=False))
     tmp.replace(path)
-    write_json_atomic(root(name) / "reuse.json", {"experiment": exp, "project": sub.cl.project,
+    write_json_atomic(root(name) / "reuse.json", {"experiment": exp, "project": sub.config.project,
                                                   "portal": sub.portal_url})
     load_pool(name)  # the file it wrote is a valid pool
 

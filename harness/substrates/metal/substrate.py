@@ -15,6 +15,9 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pydantic import BaseModel
+
+from harness.config import Settings, load_settings
 from harness.errors import SubstrateError
 from harness.substrates import ssh
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
@@ -40,6 +43,14 @@ class MachineSubstrate(Substrate):
     capabilities: ClassVar[frozenset[str]] = frozenset({"power", "own_kernel", "own_clock",
                                                         "root_ssh"})
     default_concurrency: ClassVar[int] = 1
+    settings_model: ClassVar[type[BaseModel]]
+
+    def __init__(self, name: str | None = None, settings: Settings | None = None, **kwargs):
+        """`config`: config.yaml's `substrates.<name>`, read with the class's
+        `settings_model`."""
+        self.check_name(name)
+        self.settings = settings or load_settings()
+        self.config = self.settings.substrate(self.name, self.settings_model)
 
     def inventory(self, spec: TrialSpec, nodes: list[Node]) -> dict[str, Any]:
         def bmc(n: Node) -> str:
