@@ -12,7 +12,8 @@ run on::
 
 Without a file the local machine is the single host (`default_hosts`). The endpoint keys
 (`docker`, `libvirt` above) are the substrates' `engine`s and each one's model is its
-substrate folder's `endpoint_model` (`harness/substrates/<folder>/endpoint.py`): a new
+substrate's `endpoint` in its folder's substrate.toml (`docker/endpoint.py`,
+`hypervisor/endpoint.py`: modules a hosts file loads without loading a substrate): a new
 engine is a new folder, not an edit here. Endpoints are checked against a scheme allowlist
 and never carry credentials (SSH keys or the agent, TLS client certificates). `memory_mb` is
 the machine's memory; the pool keeps `HOST_RESERVE_MB` for the host itself. Every error is

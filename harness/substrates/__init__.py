@@ -8,7 +8,7 @@ A substrate is a folder `harness/substrates/<folder>/` (see `base.Substrate`) wi
     install = "pip install -e '.[vm]'"      # shown when the import fails (optional)
     default = true                          # the default substrate (exactly one folder)
     engine = "libvirt"                      # the hosts-file endpoint key it runs on, and
-    endpoint = "harness.substrates.libvirt.endpoint:LibvirtURI"   # that key's model
+    endpoint = "harness.substrates.hypervisor.endpoint:LibvirtURI"   # that key's model
     env_types = ["vm"]                      # the task types it runs
     backends = ["libvirt", "qemu"]          # names a foreign format gives it (optional)
     stands_in_for = []                      # task types it runs unchanged (optional)

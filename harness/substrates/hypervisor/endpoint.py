@@ -1,5 +1,6 @@
-"""The VM substrates' hosts-file endpoint (`libvirt:` of a host): a libvirt daemon's URI,
-`qemu:///system` here or `qemu+ssh://user@host/system` (`qemu+tls://` too)."""
+"""The hosts-file endpoint of the VM substrates (`libvirt:` of a host): a libvirt daemon's
+URI, `qemu:///system` here or `qemu+ssh://user@host/system` (`qemu+tls://` too). Here, not
+in `libvirt/`, so that reading a hosts file loads no substrate."""
 
 from __future__ import annotations
 
