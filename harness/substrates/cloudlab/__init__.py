@@ -104,9 +104,9 @@ class CloudlabSubstrate(MachineSubstrate):
             script, bindings = "", {}
         else:
             pproject, pname = self.config.project, name
-            cfg = self.config
             script = profile.render(
-                names, cfg.hardware_type, cfg.image, f"harness trial {spec.trial_id}",
+                names, self.config.hardware_type, self.config.image,
+                f"harness trial {spec.trial_id}",
                 {n.name: (getattr(n, "hardware_type", None) or "", getattr(n, "image", None)
                           or "") for n in spec.task.nodes})
             bindings = {"n": str(len(names))}
