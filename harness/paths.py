@@ -29,6 +29,8 @@ The trial directory is the API between phases; every phase reads and writes thro
 from __future__ import annotations
 
 import os
+import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +57,22 @@ def terraform_cli_config() -> Path:
 
 def provider_mirror() -> Path:
     return harness_home() / "providers"
+
+
+def _slug(text: str, n: int) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:n] or "x"
+
+
+def make_trial_id(task: str, agent: str, attempt: int, salt: str | None = None,
+                  model: str | None = None) -> str:
+    """The one trial id scheme (`harness run`, the quickstart and campaigns alike):
+    `<task>-<agent>[-<model>]-<attempt>-<salt>`, each name slugged and bounded (24, 12 and
+    12 characters), so that it names a trial directory, a container, a libvirt domain and
+    a bridge's hash. `salt`: six hex digits; a campaign derives them from the trial's
+    identity (the same trial gets the same id on every plan), a single run draws them."""
+    middle = f"-{_slug(model, 12)}" if model else ""
+    return (f"{_slug(task, 24)}-{_slug(agent, 12)}{middle}-{attempt}-"
+            f"{salt or uuid.uuid4().hex[:6]}")
 
 
 @dataclass(frozen=True)

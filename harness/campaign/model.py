@@ -24,7 +24,7 @@ from harness import substrates
 from harness.agents import agent_class
 from harness.errors import ConfigError, InputError, TaskError
 from harness.gateway.models import Budget
-from harness.paths import RunPaths
+from harness.paths import RunPaths, make_trial_id
 from harness.placement import load_hosts
 from harness.results import write_json_atomic
 from harness.task import Task, discover_tasks, load_task
@@ -212,15 +212,11 @@ class PlannedTrial:
     timeout_sec: float = 0.0  # agent + verifier time limits: placement's duration prior
 
 
-def _slug(text: str, n: int) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:n] or "x"
-
-
 def trial_id_for(campaign: str, task: str, agent: AgentSpec, attempt: int, seed: int) -> str:
+    """`make_trial_id` salted with a digest of the trial's identity in the campaign."""
     key = json.dumps([campaign, task, agent.name, agent.model, attempt, seed])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:6]
-    model = f"-{_slug(agent.model, 12)}" if agent.model else ""
-    return f"{_slug(task, 24)}-{_slug(agent.name, 12)}{model}-{attempt}-{digest}"
+    return make_trial_id(task, agent.name, attempt, hashlib.sha256(key.encode()).hexdigest()[:6],
+                         agent.model)
 
 
 def substrate_for(task: Task, camp: CampaignFile) -> str:

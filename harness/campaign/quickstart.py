@@ -9,12 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.errors import InputError
-from harness.paths import SEED_TASKS, RunPaths
+from harness.paths import SEED_TASKS, RunPaths, make_trial_id
 from harness.results import TrialRecord
 from harness.substrates import default_name, get_substrate
 from harness.task import discover_tasks, load_task
 from harness.trial.factory import build_trial
-from harness.trial.trial import Trial, make_trial_id, run_async
+from harness.trial.trial import Trial, run_async
 
 
 async def _run_all(trials: list[Trial], concurrency: int) -> list[TrialRecord]:

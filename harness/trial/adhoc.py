@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.gateway.models import parse_budget
-from harness.paths import RunPaths
+from harness.paths import RunPaths, make_trial_id
 from harness.placement import Demand, HostPools, default_hosts
 from harness.results import TrialRecord
 from harness.substrates import for_env_type, get_substrate
@@ -18,7 +18,7 @@ from harness.task import load_task
 from harness.tools.ansible import warm_playbook_server
 from harness.tools.terraform import required_providers, warm_shared_providers
 from harness.trial.factory import build_trial
-from harness.trial.trial import Trial, make_trial_id, run_async
+from harness.trial.trial import Trial, run_async
 
 ADHOC = "adhoc"  # the run directory of `harness run` under --out
 
@@ -38,7 +38,7 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     for line in task.info:
         log(f"info: {line}")
     sub_name = substrate or for_env_type(task.env.type)
-    trial_id = make_trial_id(task.name, agent, 1)
+    trial_id = make_trial_id(task.name, agent, 1, model=model)
     # the campaign queue's own check (HostSet.check), on this machine, before anything starts
     HostPools(default_hosts()).check([Demand(trial_id, task.name, agent, sub_name,
                                              task.total_cpus, task.total_memory_mb)])

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -80,11 +79,6 @@ def run_async(coro):
         return await coro
 
     return asyncio.run(main())
-
-
-def make_trial_id(task: str, agent: str, attempt: int, salt: str | None = None) -> str:
-    slug = "".join(c if c.isalnum() else "-" for c in task.lower()).strip("-")[:32]
-    return f"{slug}-{agent}-{attempt}-{salt or uuid.uuid4().hex[:6]}"
 
 
 @dataclass

@@ -16,6 +16,7 @@ from harness.campaign import (
     write_plan,
 )
 from harness.errors import ConfigError, InputError, RegistryError
+from harness.paths import make_trial_id
 from harness.task import discover_tasks, load_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,6 +46,18 @@ def test_trial_ids_are_deterministic_and_distinct():
     assert trial_id_for("c", "t", a, 1, 0) == trial_id_for("c", "t", a, 1, 0)
     assert trial_id_for("c", "t", a, 1, 0) != trial_id_for("c", "t", a, 2, 0)
     assert trial_id_for("c", "t", a, 1, 0).startswith("t-openai-gpt-x-1-")
+
+
+def test_one_trial_id_scheme_for_runs_and_campaigns():
+    """`harness run` and a campaign name a trial alike; only the salt differs (drawn, or
+    derived from the trial's identity in the campaign)."""
+    a = AgentSpec(name="Mini SWE Agent!", model="qwen2.5:0.5b")
+    campaign = trial_id_for("c", "Postgres Replica Decommission", a, 2, 0)
+    single = make_trial_id("Postgres Replica Decommission", a.name, 2, model=a.model)
+    assert campaign.rsplit("-", 1)[0] == single.rsplit("-", 1)[0] \
+        == "postgres-replica-decommi-mini-swe-age-qwen2-5-0-5b-2"
+    assert make_trial_id("t", "nop", 1) != make_trial_id("t", "nop", 1)  # drawn salts
+    assert len(make_trial_id("t" * 80, "a" * 80, 1, model="m" * 80)) <= 63  # a libvirt name
 
 
 def test_filters_select_by_layer(tmp_path):
