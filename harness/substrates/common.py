@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.errors import SubstrateError
 from harness.substrates.base import Node
 
 EXEC_OUTPUT_MAX = 16 * 1024 * 1024  # of each stream of one command run on a node
@@ -149,6 +150,18 @@ def bmc_credentials_script(nodes: list[Node], path: str = BMC_CREDENTIALS) -> st
         return ""
     return (f"umask 077; mkdir -p {shlex.quote(str(Path(path).parent))}; cat > "
             f"{shlex.quote(path)} <<'HX_EOF'\n{creds}HX_EOF")
+
+
+async def give_bmc_credentials(substrate, nodes: list[Node]) -> None:
+    """Write `bmc_credentials_script` into the primary node (nothing when no node has a
+    BMC); SubstrateError when that fails."""
+    script = bmc_credentials_script(nodes)
+    primary = next((n for n in nodes if n.primary), None)
+    if script and primary is not None:
+        res = await substrate.exec(primary, script, 30)
+        if not res.ok:
+            raise SubstrateError(substrate.name, "writing the BMC credentials failed",
+                                 res.stderr)
 
 
 def _bmc_lines(name: str, creds: dict) -> str:

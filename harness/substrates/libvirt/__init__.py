@@ -39,7 +39,7 @@ from harness.paths import TrialPaths, provider_mirror
 from harness.substrates import egress, firewall, ipmi, ssh
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
 from harness.substrates.common import (
-    bmc_credentials_script,
+    give_bmc_credentials,
     nodes_from_inventory,
 )
 from harness.substrates.hypervisor import host, naming
@@ -196,12 +196,7 @@ class LibvirtSubstrate(Rendering, Substrate):
                 if not res.ok:
                     raise SubstrateError(self.name, f"growing {node.name}'s root filesystem "
                                          "to the task's storage failed", res.stderr)
-        script = bmc_credentials_script(nodes)
-        primary = next((n for n in nodes if n.primary), None)
-        if script and primary is not None:
-            res = await self.exec(primary, script, timeout=30)
-            if not res.ok:
-                raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
+        await give_bmc_credentials(self, nodes)
         return dict(zip((n.name for n in nodes), took, strict=True))
 
     async def set_egress(self, trial_id: str, nodes: list[Node], policy) -> dict:

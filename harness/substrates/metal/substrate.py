@@ -21,7 +21,7 @@ from harness.config import Settings, load_settings
 from harness.errors import SubstrateError
 from harness.substrates import ssh
 from harness.substrates.base import ExecResult, Node, Substrate, TrialSpec
-from harness.substrates.common import bmc_credentials_script
+from harness.substrates.common import give_bmc_credentials
 from harness.substrates.metal import reset
 
 
@@ -107,12 +107,7 @@ class MachineSubstrate(Substrate):
                 raise SubstrateError(self.name, f"machine {n.extra['machine']} is not clean "
                                      f"(left by an earlier trial: {res.stdout.split()}); "
                                      "`harness gc` resets it", res.stderr)
-        script = bmc_credentials_script(nodes)
-        primary = next((n for n in nodes if n.primary), None)
-        if script and primary is not None:
-            res = await self.exec(primary, script, 30)
-            if not res.ok:
-                raise SubstrateError(self.name, "writing the BMC credentials failed", res.stderr)
+        await give_bmc_credentials(self, nodes)
 
     @abstractmethod
     async def check_bmcs(self, nodes: list[Node]) -> None:
