@@ -21,7 +21,7 @@ from harness.errors import InputError, SubstrateError
 
 # Until systemd (when it is PID 1) has finished booting, at most LIMIT seconds; prints its
 # state. Right after a (re)start `systemctl` cannot reach systemd yet ("Failed to connect
-# to bus") and returns at once: ask again (as roles/harness_node_ready does).
+# to bus") and returns at once: ask again (as roles/harness_node does).
 BOOT_WAIT_SH = """[ "$(cat /proc/1/comm 2>/dev/null)" = systemd ] || exit 0
 end=$((SECONDS + LIMIT)); state=""
 while [ $((end - SECONDS)) -gt 0 ]; do

@@ -1,6 +1,6 @@
 """Commands run inside the environment, read back from the nodes' command logger.
 
-The `harness_command_logger` role (Setup play of playbooks/trial.yml) preloads snoopy on
+The `harness_node` role (Setup play of playbooks/trial.yml) preloads snoopy on
 every node; each exec of a dynamically linked program appends one line to `LOG_FILE`::
 
     hxcmd TAB epoch-sec TAB usec TAB pid TAB ppid TAB uid TAB $HARNESS_SOURCE TAB cwd TAB cmdline

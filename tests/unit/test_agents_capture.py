@@ -18,7 +18,7 @@ from harness.trial.capture import (
     words,
 )
 
-ROLE = Path(__file__).resolve().parents[2] / "roles" / "harness_command_logger"
+ROLE = Path(__file__).resolve().parents[2] / "roles" / "harness_node"
 
 LOG = """\
 a line without the prefix before any record
@@ -38,7 +38,7 @@ RECORDED = ["cd /tmp && ls; bash /tmp/s.sh"]
 
 def test_role_writes_the_format_capture_parses():
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    assert defaults["harness_command_logger_file"] == LOG_FILE
+    assert defaults["harness_node_command_log_file"] == LOG_FILE
     env = jinja2.Environment()
     env.filters.update(quote=shlex.quote, bool=bool)
     script = env.from_string((ROLE / "templates" / "enable-snoopy.sh.j2").read_text()

@@ -251,9 +251,9 @@ def test_syscraft_helpers_tolerate_missing_arguments_under_set_u(tmp_path):
 
     import jinja2
 
-    role = Path(__file__).resolve().parents[2] / "roles" / "harness_cluster_info" / "templates"
+    role = Path(__file__).resolve().parents[2] / "roles" / "harness_node" / "templates"
     script = jinja2.Template((role / "cluster-info.sh.j2").read_text()).render(
-        harness_cluster_info_dir=str(tmp_path))
+        harness_node_info_dir=str(tmp_path))
     (tmp_path / "cluster-info.sh").write_text(script)
     (tmp_path / "cluster-info").write_text("node0=node0\nnode0_cluster_ip=10.0.0.10\n"
                                            "node1=node1\nnode1_bmc=10.0.0.1:16230\n")
@@ -492,15 +492,15 @@ def test_the_hosts_block_takes_the_nodes_names_off_the_machines_own_lines(tmp_pa
 
     import jinja2
 
-    src = (Path(__file__).resolve().parents[2] / "roles" / "harness_cluster_info" /
+    src = (Path(__file__).resolve().parents[2] / "roles" / "harness_node" /
            "templates" / "install-cluster-info.sh.j2").read_text()
-    part = src[src.index("{% if harness_cluster_info_manage_hosts"):]
+    part = src[src.index("{% if harness_node_manage_hosts"):]
     part = part[:part.index("{% endif %}") + len("{% endif %}")]
     env = jinja2.Environment()
     env.filters.update(quote=shlex.quote, bool=bool)
     hosts = tmp_path / "hosts"
     script = env.from_string(src[:src.index("{% set dests")] + part).render(
-        harness_cluster_info_manage_hosts=True, groups={"all": ["node0", "node1"]},
+        harness_node_manage_hosts=True, groups={"all": ["node0", "node1"]},
         inventory_hostname="node0",
         hostvars={"node0": {"harness_cluster_ip": "10.0.0.11"},
                   "node1": {"harness_cluster_ip": "10.0.0.12"}}).replace("/etc/hosts", str(hosts))

@@ -283,7 +283,7 @@ class DockerSubstrate(Substrate):
                      "harness_trial_id": spec.trial_id, "harness_substrate": self.name,
                      # a container is reachable while systemd still boots; its control
                      # path is the engine, not the node's network
-                     "harness_node_ready_boot_sec": 120, "harness_control_path": "engine"},
+                     "harness_node_boot_sec": 120, "harness_control_path": "engine"},
             "hosts": hosts,
             "children": {"primary": {"hosts": {n.name: {} for n in nodes if n.primary}}},
         }}
