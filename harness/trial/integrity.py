@@ -251,16 +251,17 @@ def classify_changes(changes: list[tuple[str, str]], shadowable: set[str] | None
 
 
 MANIFEST_SH = r"""
-for d in DIRS; do
-  [ -d "$d" ] || continue
-  find "$d" -maxdepth 1 -mindepth 1 \( -type f -o -type l \) \
-    -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} + || echo "X $d"
-done
-for d in TREES; do
-  [ -d "$d" ] || continue
-  find "$d" -name __pycache__ -prune -o \( -type f -o -type l \) \
-    -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} + || echo "X $d"
-done
+# one find over all the directories, one over all the trees (not one of each per directory:
+# every process costs a node under load), each name its own word (set --: a name with a
+# space stays one); when one fails part way, each of its directories counts as cut short (X)
+set --
+for d in DIRS; do [ -d "$d" ] && set -- "$@" "$d"; done
+[ $# -eq 0 ] || find "$@" -maxdepth 1 -mindepth 1 \( -type f -o -type l \) \
+  -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} + || for d; do echo "X $d"; done
+set --
+for d in TREES; do [ -d "$d" ] && set -- "$@" "$d"; done
+[ $# -eq 0 ] || find "$@" -name __pycache__ -prune -o \( -type f -o -type l \) \
+  -exec stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' {} + || for d; do echo "X $d"; done
 for f in LOADERS; do [ -e "$f" ] && { stat -c 'F %n|%s|%Y|%Z|%i|%a|%u' "$f" || echo "X $f"; }; done
 true
 """
