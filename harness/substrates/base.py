@@ -299,6 +299,10 @@ class Substrate(ABC):
         starts while Terraform creates the nodes); None when only apply knows them."""
         return None
 
+    def applying(self) -> None:
+        """Called once the trial's `terraform apply` has started: the process is then only
+        waiting, so what the steps after apply will need may be made ready now."""
+
     async def wait_ready(self, nodes: list[Node]) -> None:
         """After apply: return once every node answers (VMs boot after their domain
         exists; containers answer as soon as they exist)."""

@@ -98,18 +98,27 @@ class Terraform1(python_terraform.Terraform):
     """python-terraform with init/apply/destroy fixed for Terraform 1.x, and `cmd` taking
     extra environment variables for one command (`env=`)."""
 
-    def cmd(self, cmd, *args, env: dict[str, str] | None = None, **kwargs):
+    def cmd(self, cmd, *args, env: dict[str, str] | None = None, started=None, **kwargs):
         """The library's `cmd` (captured output, state re-read on success) with `env` added
-        to this command's environment only (os.environ is shared by concurrent trials)."""
+        to this command's environment only (os.environ is shared by concurrent trials);
+        `started()` is called once the command runs."""
         raise_on_error = kwargs.pop("raise_on_error", False)
         kwargs.pop("capture_output", None)
         cmds = self.generate_cmd_string(cmd, *args, **kwargs)
-        proc = subprocess.run(cmds, capture_output=True, cwd=self.working_dir or None,
-                              env={**GO_ENV, **os.environ, **(env or {})})
+        with subprocess.Popen(cmds, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              cwd=self.working_dir or None,
+                              env={**GO_ENV, **os.environ, **(env or {})}) as proc:
+            try:
+                if started is not None:
+                    started()
+                stdout, stderr = proc.communicate()
+            except BaseException:  # as subprocess.run: the command does not outlive this
+                proc.kill()
+                raise
         if proc.returncode == 0:
             self.read_state_file()
         self.temp_var_files.clean_up()
-        out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+        out, err = stdout.decode("utf-8"), stderr.decode("utf-8")
         if proc.returncode != 0 and raise_on_error:
             raise python_terraform.TerraformCommandError(proc.returncode, " ".join(cmds),
                                                          out=out, err=err)
@@ -445,9 +454,11 @@ class TrialTerraform:
             self._log(f"(shared provider gone: {what} again with its own provider)")
             return self._run(what, fn, **kwargs)
 
-    def apply(self) -> dict[str, Any]:
+    def apply(self, started=None) -> dict[str, Any]:
+        """Apply the root module; `started()` once terraform runs (the caller may then
+        prepare what comes after apply while it waits)."""
         self.init()
-        self._shared("apply", self.tf.apply)
+        self._shared("apply", self.tf.apply, started=started)
         return self.tf.outputs()
 
     def destroy(self) -> None:

@@ -249,7 +249,7 @@ class Trial:
                                            self.substrate.provider_config()))
         early = self._start_prepare_early(tf_vars)
         try:
-            outputs = await self._blocking(self.tf.apply)
+            outputs = await self._blocking(self.tf.apply, started=self.substrate.applying)
             nodes = self.substrate.nodes(self.spec, outputs)
             await self.substrate.wait_ready(nodes)
             inventory = self.substrate.inventory(self.spec, nodes)

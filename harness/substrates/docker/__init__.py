@@ -109,9 +109,12 @@ class DockerSubstrate(Substrate):
 
     @property
     def client(self):
-        """The harness engine's client (never the user's dockerd: see `engine`)."""
+        """The harness engine's client (never the user's dockerd: see `engine`): for a
+        local engine, one that reads without the Docker SDK until something else is asked
+        (`engine.lite`)."""
         if self._client is None:
-            self._client = engine.client(host=self.host, tls=self.tls)
+            self._client = (engine.client(host=self.host, tls=self.tls) if self.tls is not None
+                            else engine.local_client(self.host))
         return self._client
 
     def provider_config(self) -> dict[str, dict]:
@@ -145,12 +148,19 @@ class DockerSubstrate(Substrate):
         return f"docker -H {self.host}{tls} exec -it {node.host} bash"
 
     def preflight(self) -> None:
-        self.client  # noqa: B018 - raises PreflightError when the engine is down
+        try:
+            ok = self.client.ping()  # (an SDK client has pinged when it was made)
+        except PreflightError:
+            raise
+        except Exception as exc:
+            raise engine.unreachable(self.host, exc) from exc
+        if not ok:
+            raise engine.unreachable(self.host, RuntimeError("_ping did not answer OK"))
         if self.builder is not None:
             return self.builder.preflight()
         firewall.require()
         self._require_hardened()
-        ok, desc = base_image.docker_base_status()
+        ok, desc = base_image.docker_base_status(self.client)
         if not ok:
             raise PreflightError(f"{desc}; run `harness image build --kind docker`")
 
@@ -257,6 +267,12 @@ class DockerSubstrate(Substrate):
         except Exception:  # the trial fails later, with a clearer cause
             return {"workdir": ""}
         return pid1.image_facts(info.get("Config") or {}, spec.task.dockerfile)
+
+    def applying(self) -> None:
+        """The Docker SDK's client, for the execs after apply, made while Terraform runs."""
+        warm = getattr(self.client, "warm", None)
+        if warm is not None:
+            warm()
 
     async def wait_ready(self, nodes: list[Node]) -> None:
         """A node whose image replaced systemd as PID 1 and whose container stopped, or a

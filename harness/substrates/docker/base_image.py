@@ -18,6 +18,7 @@ from pathlib import Path
 from harness.config import LOCAL_BASE
 from harness.errors import PreflightError, ToolError
 from harness.substrates.docker import engine
+from harness.substrates.docker.engine.lite import image_or_none
 
 DOCKER_BASE = LOCAL_BASE
 SUITE = "bookworm"
@@ -51,14 +52,11 @@ def _docker_client():
     return engine.client()
 
 
-def docker_base_status() -> tuple[bool, str]:
-    """(is the base image present and current?, a short description)."""
-    import docker
-
-    client = _docker_client()
-    try:
-        img = client.images.get(DOCKER_BASE)
-    except docker.errors.ImageNotFound:
+def docker_base_status(client=None) -> tuple[bool, str]:
+    """(is the base image present and current?, a short description), on the engine of
+    `client` (default: the harness engine)."""
+    img = image_or_none(client or _docker_client(), DOCKER_BASE)
+    if img is None:
         return False, f"{DOCKER_BASE} missing"
     if (img.labels or {}).get("harness.recipe") != recipe_hash():
         return False, f"{DOCKER_BASE} built from an older recipe"

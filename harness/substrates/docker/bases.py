@@ -37,6 +37,7 @@ from harness.config import GOLANG_BASE, LOCAL_BASE, PYTHON_BASE
 from harness.errors import PreflightError
 from harness.paths import harness_home
 from harness.substrates.docker.engine import BUILD_NETWORK
+from harness.substrates.docker.engine.lite import image_or_none
 
 GO_PROXY = os.environ.get("HARNESS_GO_PROXY", "https://proxy.golang.org")
 TOOLCHAIN = "golang.org/toolchain"
@@ -71,18 +72,13 @@ def is_stand_in(ref: str) -> bool:
 
 def ensure(client, ref: str, log=print) -> str:
     """The id of stand-in `ref`, built now when it is missing."""
-    import docker
-
     with _LOCK:
-        try:
-            return client.images.get(ref).id
-        except docker.errors.ImageNotFound:
-            pass
-        try:
-            client.images.get(LOCAL_BASE)
-        except docker.errors.ImageNotFound:
+        found = image_or_none(client, ref)
+        if found is not None:
+            return found.id
+        if image_or_none(client, LOCAL_BASE) is None:
             raise PreflightError(f"{LOCAL_BASE} missing (the stand-in {ref} is built on it); "
-                                 "run `harness image build --kind docker`") from None
+                                 "run `harness image build --kind docker`")
         cas = host_cas()
         with tempfile.TemporaryDirectory(prefix="hx-base-") as tmp:
             context = Path(tmp)

@@ -22,6 +22,7 @@ from harness.errors import InputError, PreflightError
 from harness.substrates.docker import bases, harbor
 from harness.substrates.docker.base_image import DOCKER_BASE
 from harness.substrates.docker.engine import BUILD_NETWORK
+from harness.substrates.docker.engine.lite import image_or_none
 
 _BUILD_LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
@@ -82,8 +83,6 @@ def image_tag(client, task, settings: Settings, build_bases=None
     the ids of its local base images, so it changes whenever either does. A local stand-in
     base (`bases`: python, golang) that is missing is built when `build_bases` (the log) is
     given, else named as pending (a plan builds nothing)."""
-    import docker
-
     base = settings.map_image(task.base_image) if task.base_image else DOCKER_BASE
     dockerfile = task.dockerfile
     text = rewrite_from(dockerfile.read_text(), settings) if dockerfile else f"FROM {base}\n"
@@ -93,18 +92,19 @@ def image_tag(client, task, settings: Settings, build_bases=None
     for ref in base_refs(text):  # every FROM image but the file's own stages (`FROM alpine`
         if ref == "scratch":      # too: an unmapped name is refused here, not in the build)
             continue
-        try:
-            digest += client.images.get(ref).id
-        except docker.errors.ImageNotFound as exc:
-            if bases.is_stand_in(ref):
-                digest += (bases.ensure(client, ref, build_bases) if build_bases is not None
-                           else f"pending:{ref}")
-                continue
-            hint = ("run `harness image build --kind docker`" if ref == DOCKER_BASE else
-                    "map it to a local base with image_overrides in config.yaml or the "
-                    "campaign file")
-            raise PreflightError(f"{dockerfile or 'base_image'}: base image {ref!r} is not "
-                                 f"present locally and no registry is used; {hint}") from exc
+        found = image_or_none(client, ref)
+        if found is not None:
+            digest += found.id
+            continue
+        if bases.is_stand_in(ref):
+            digest += (bases.ensure(client, ref, build_bases) if build_bases is not None
+                       else f"pending:{ref}")
+            continue
+        hint = ("run `harness image build --kind docker`" if ref == DOCKER_BASE else
+                "map it to a local base with image_overrides in config.yaml or the "
+                "campaign file")
+        raise PreflightError(f"{dockerfile or 'base_image'}: base image {ref!r} is not "
+                             f"present locally and no registry is used; {hint}")
     tag = f"hx-task/{_slug(task.name)}:{hashlib.sha256(digest.encode()).hexdigest()[:12]}"
     if task.format == "harbor":  # the layer that boots it as Harbor runs it (`harbor`),
         layer = hashlib.sha256(harbor.recipe(task.env_vars).encode()).hexdigest()[:8]
@@ -120,23 +120,19 @@ def dockerfile_tag(tag: str) -> str:
 
 def task_image(client, task, settings: Settings, log=print) -> str:
     """Build (or reuse) the task's image and return its id."""
-    import docker
-
     tag, tar_bytes, dockerfile = image_tag(client, task, settings, build_bases=log)
     with _LOCKS_GUARD:
         lock = _BUILD_LOCKS.setdefault(tag, threading.Lock())
     with lock:  # concurrent trials of one task build its image once
-        try:
-            return client.images.get(tag).id
-        except docker.errors.ImageNotFound:
-            pass
+        found = image_or_none(client, tag)
+        if found is not None:
+            return found.id
         if task.format != "harbor":
             return _build(client, task, tag, tar_bytes, dockerfile, settings, log)
         raw = dockerfile_tag(tag)  # the task's own image, as its Dockerfile builds it
-        try:
-            raw_id = client.images.get(raw).id
-        except docker.errors.ImageNotFound:
-            raw_id = _build(client, task, raw, tar_bytes, dockerfile, settings, log)
+        found = image_or_none(client, raw)
+        raw_id = found.id if found is not None else _build(client, task, raw, tar_bytes,
+                                                           dockerfile, settings, log)
         return harbor.build_layer(client, raw_id, tag, task.env_vars,
                                   int(task.env.build_timeout_sec))
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from harness.errors import PreflightError
 from harness.substrates.docker.engine import tls
+from harness.substrates.docker.engine.lite import EngineClient
 from harness.substrates.docker.settings import docker_settings
 
 HERE = Path(__file__).resolve().parent
@@ -125,11 +126,25 @@ def client(timeout: int = 120, host: str | None = None, fresh: bool = False, tls
             _CLIENTS[(host, timeout)] = c
         return c
     except Exception as exc:  # DockerException, TLS and socket errors, permission denied
-        hint = (SETUP_HINT if host == DEFAULT_HOST else
-                "check substrates.docker.host in config.yaml, or the host's docker: "
-                "endpoint (and its tls: files) in the hosts file")
-        raise PreflightError(f"the harness Docker engine at {host} is not reachable "
-                             f"({str(exc)[:160]}); {hint}") from exc
+        raise unreachable(host, exc) from exc
+
+
+def unreachable(host: str, exc: BaseException) -> PreflightError:
+    """The error for an engine that does not answer, with the fix."""
+    hint = (SETUP_HINT if host == DEFAULT_HOST else
+            "check substrates.docker.host in config.yaml, or the host's docker: "
+            "endpoint (and its tls: files) in the hosts file")
+    return PreflightError(f"the harness Docker engine at {host} is not reachable "
+                          f"({str(exc)[:160]}); {hint}")
+
+
+def local_client(host: str | None = None, timeout: int = 120):
+    """The client of the engine at `host` for a trial: an `EngineClient` (reads without the
+    SDK, `lite`) for a Unix socket, else the SDK's `client`. Not pinged: `ping()` it."""
+    host = host or docker_host()
+    if not host.startswith("unix://"):
+        return client(timeout=timeout, host=host)
+    return EngineClient(host, lambda: client(timeout=timeout, host=host), timeout)
 
 
 def _tls_client(host: str, timeout: int, tls):
