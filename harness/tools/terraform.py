@@ -12,6 +12,7 @@ set in the harness's own environment, never in the user's global config.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
 import os
@@ -110,7 +111,8 @@ class Terraform1(python_terraform.Terraform):
                               env={**GO_ENV, **os.environ, **(env or {})}) as proc:
             try:
                 if started is not None:
-                    started()
+                    with contextlib.suppress(Exception):  # a head start, never a reason to stop
+                        started()
                 stdout, stderr = proc.communicate()
             except BaseException:  # as subprocess.run: the command does not outlive this
                 proc.kill()
