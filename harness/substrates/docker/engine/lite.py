@@ -71,42 +71,43 @@ class _Network:
         self.name = attrs.get("Name", "")
 
 
-class _Images:
+class _Part:
+    """One of the client's parts (`images`, `networks`, `api`): the reads its subclass
+    defines, every other attribute from the same part of the SDK's client."""
+
+    part = ""
+
     def __init__(self, owner: EngineClient):
         self._owner = owner
+
+    def __getattr__(self, name: str):
+        return getattr(getattr(self._owner.sdk(), self.part), name)
+
+
+class _Images(_Part):
+    part = "images"
 
     def get(self, ref: str) -> _Image:
         return _Image(self._owner.inspect_image(ref))
 
-    def __getattr__(self, name: str):
-        return getattr(self._owner.sdk().images, name)
 
-
-class _Networks:
-    def __init__(self, owner: EngineClient):
-        self._owner = owner
+class _Networks(_Part):
+    part = "networks"
 
     def list(self, filters: dict | None = None) -> list[_Network]:
         query = {"filters": json.dumps({k: [v] if isinstance(v, str) else v
                                         for k, v in filters.items()})} if filters else None
         return [_Network(n) for n in self._owner.get("/networks", query) or []]
 
-    def __getattr__(self, name: str):
-        return getattr(self._owner.sdk().networks, name)
 
-
-class _Api:
-    def __init__(self, owner: EngineClient):
-        self._owner = owner
+class _Api(_Part):
+    part = "api"
 
     def inspect_image(self, ref: str) -> dict:
         return self._owner.inspect_image(ref)
 
     def info(self) -> dict:
         return self._owner.info()
-
-    def __getattr__(self, name: str):
-        return getattr(self._owner.sdk().api, name)
 
 
 class EngineClient:
