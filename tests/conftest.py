@@ -12,14 +12,14 @@ import pytest
 # core busy, so VM test modules (marker `libvirt`) run in lanes: one unit of work each (one
 # worker, one module after the other). The `vm` lane is queued first, beside the docker and
 # unit modules on the other worker; the `cloud` lane (the CloudLab portal on its own
-# emulated pool, then the campaign on another machine's libvirt, and the substrate's own
-# module, which balances the two workers) is queued last, so it
-# starts on that worker once the docker and unit modules are done. (Two VM lanes beside
+# emulated pool, then the campaign on another machine's libvirt) is queued last, so it
+# starts on that worker once the docker and unit modules are done. (The substrate's own
+# module balances the two workers: it sits in whichever lane is shorter.) (Two VM lanes beside
 # docker oversubscribed the 2 cores: guests missed SSH waits.) In the `vm` lane, the
 # bare-metal module comes last: its worker's emulated pool is removed when the session
 # ends, and its idle guests must not share the cores with the other VM modules.
 VM_LANES = {
-    "test_libvirt_substrate.py": "cloud", "test_task_formats_vm.py": "vm",
+    "test_libvirt_substrate.py": "vm", "test_task_formats_vm.py": "vm",
     "test_faults_vm.py": "vm", "test_libvirt_trials.py": "vm", "test_libvirt_campaign.py": "vm",
     "test_baremetal_emulated.py": "vm", "test_cloudlab_portal.py": "cloud",
     "test_libvirt_remote.py": "cloud",
@@ -85,9 +85,11 @@ class HostListener:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def probe_script(self, addrs: list[str]) -> str:
-        """A node-side shell line printing `open:ADDR` for each address that answers."""
-        return "; ".join(f"timeout 3 bash -c 'echo > /dev/tcp/{a}/{self.port}' 2>/dev/null "
-                         f"&& echo open:{a}" for a in addrs) + "; true"
+        """A node-side shell line printing `open:ADDR` for each address that answers (the
+        probes run at once: an address that drops them costs its 3 s timeout once, not one
+        after the other)."""
+        return "".join(f"(timeout 3 bash -c 'echo > /dev/tcp/{a}/{self.port}' 2>/dev/null "
+                       f"&& echo open:{a}) & " for a in addrs) + "wait; true"
 
     def close(self) -> None:
         self.server.shutdown()

@@ -311,7 +311,8 @@ def test_trials_reach_no_host_service_and_no_other_trial(seed_task, tmp_path):
     try:
         addrs = host_addresses()
         probe = listener.probe_script(addrs)
-        pings = "; ".join(f"ping -c1 -W1 {a} >/dev/null 2>&1 && echo ping:{a}" for a in addrs)
+        pings = "".join(f"(ping -c1 -W1 {a} >/dev/null 2>&1 && echo ping:{a}) & "
+                        for a in addrs) + "wait"
         victim_dir = seed_task("hello-docker")
         toml = victim_dir / "task.toml"
         toml.write_text(toml.read_text().replace("[environment]",
