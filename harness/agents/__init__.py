@@ -14,15 +14,31 @@ from harness.agents.bundles.catalog import SPECS as BUNDLE_SPECS
 from harness.errors import InputError, RegistryError
 
 
+def _agents_in(module: str) -> dict[str, type[Agent]]:
+    """The concrete agents `module` defines, by name."""
+    return {cls.name: cls
+            for _, cls in inspect.getmembers(importlib.import_module(module), inspect.isclass)
+            if (issubclass(cls, Agent) and not inspect.isabstract(cls)
+                and "name" in vars(cls) and cls.__module__ == module)}
+
+
 @functools.cache
 def _registry() -> dict[str, type[Agent]]:
     found: dict[str, type[Agent]] = {}
     for mod in pkgutil.iter_modules(__path__, f"{__name__}."):
-        for _, cls in inspect.getmembers(importlib.import_module(mod.name), inspect.isclass):
-            if (issubclass(cls, Agent) and not inspect.isabstract(cls)
-                    and "name" in vars(cls) and cls.__module__ == mod.name):
-                found[cls.name] = cls
+        found.update(_agents_in(mod.name))
     return found
+
+
+def _lookup(name: str) -> type[Agent] | None:
+    """The agent `name`: from its own module when one is named after it (`oracle` in
+    `oracle.py`: a trial imports no other agent's module), else from the registry."""
+    own = name.replace("-", "_")
+    if own.isidentifier() and any(m.name == own for m in pkgutil.iter_modules(__path__)):
+        cls = _agents_in(f"{__name__}.{own}").get(name)
+        if cls is not None:
+            return cls
+    return _registry().get(name)
 
 
 __all__ = ["Agent", "AgentContext", "AgentOutcome", "get_agent", "names"]
@@ -34,7 +50,7 @@ def names() -> list[str]:
 
 def agent_class(name: str) -> type[Agent]:
     """The class of agent `name` (`NAME@VERSION` too); errors as get_agent's."""
-    cls = _registry().get(name.partition("@")[0])
+    cls = _lookup(name.partition("@")[0])
     if cls is None:
         get_agent(name)  # raises: unsupported (with the reason) or unknown (valid names)
     return cls
@@ -45,7 +61,7 @@ def get_agent(name: str, model: str | None = None, **kwargs) -> Agent:
     name, at, version = name.partition("@")
     if at:
         kwargs.setdefault("version", version)
-    cls = _registry().get(name)
+    cls = _lookup(name)
     if cls is None and BUNDLE_SPECS.get(name) and BUNDLE_SPECS[name].reason:
         raise InputError(f"agent {name} is not supported: {BUNDLE_SPECS[name].reason}")
     if cls is None:

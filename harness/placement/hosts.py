@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -223,10 +224,11 @@ def load_hosts(source: str | Path | dict | list, file: str | None = None) -> Hos
         raise ConfigError(msg, file=file, key=key or None) from None
 
 
-def local_endpoints() -> dict[str, str]:
-    """This machine's engines, by hosts-file key, as its substrates reach them."""
+def local_endpoints(only: Iterable[str] | None = None) -> dict[str, str]:
+    """This machine's engines, by hosts-file key, as its substrates reach them (`only`:
+    those of these substrates, whose modules alone are imported)."""
     out: dict[str, str] = {}
-    for name in substrates.names():
+    for name in substrates.names() if only is None else only:
         engine = substrates.entry(name).engine
         if engine and engine not in out:
             try:
@@ -236,10 +238,11 @@ def local_endpoints() -> dict[str, str]:
     return out
 
 
-def default_hosts() -> HostsFile:
-    """The local machine as the single host: its cores and memory, the harness's engines."""
+def default_hosts(only: Iterable[str] | None = None) -> HostsFile:
+    """The local machine as the single host: its cores and memory, the harness's engines
+    (`only`: those of these substrates)."""
     return HostsFile(hosts=[HostSpec(
-        name="local", **local_endpoints(),
+        name="local", **local_endpoints(only),
         capacity=HostCapacity(cpus=os.cpu_count() or 1,
                               memory_mb=max(host_memory_mb(), 2048)))])
 

@@ -40,7 +40,7 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     sub_name = substrate or for_env_type(task.env.type)
     trial_id = make_trial_id(task.name, agent, 1, model=model)
     # the campaign queue's own check (HostSet.check), on this machine, before anything starts
-    HostPools(default_hosts()).check([Demand(trial_id, task.name, agent, sub_name,
+    HostPools(default_hosts(only=[sub_name])).check([Demand(trial_id, task.name, agent, sub_name,
                                              task.total_cpus, task.total_memory_mb)])
     sub = get_substrate(sub_name)
     # start while checks run

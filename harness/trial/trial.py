@@ -14,20 +14,21 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness import __version__, owner
 from harness.agents import Agent, AgentContext
 from harness.errors import AnsibleError, HarnessError, InputError, ResourceBusy
-from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
-from harness.gateway.atif import with_llm_steps, with_session
 from harness.gateway.wiring import GatewayPlan, TrialGateway
 from harness.paths import TrialPaths
 from harness.redact import Redactor
@@ -39,7 +40,6 @@ from harness.results import (
     task_ref,
     write_json_atomic,
 )
-from harness.risk import scan, write_report
 from harness.substrates.base import Breach, ResourceWatch, Substrate, TrialSpec
 from harness.task import Task
 from harness.tools.ansible import (
@@ -56,16 +56,44 @@ from harness.tools.terraform import (
     warm_shared_providers,
     write_root,
 )
-from harness.trajectory import read_trajectory, to_atif, write_atif
-from harness.trial import integrity
-from harness.trial.capture import capture_window
-from harness.trial.environment import TrialEnvironment
-from harness.trial.gates import GateContext, gates_for, run_gates
-from harness.trial.scenario import ScenarioAPI, load_scenario, run_window
-from harness.trial.verifier import GateResult, run_verifier
+
+if TYPE_CHECKING:
+    from harness.faults.session import FaultSession
+    from harness.trial.environment import TrialEnvironment
+    from harness.trial.verifier import GateResult
 
 BUSY_POLL_SEC = 2.0
 _EXECUTOR = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="hx-trial")
+
+# What a trial needs only once its nodes exist. These modules are imported (functions
+# import them where used) while the first `terraform apply` runs, when the process only
+# waits, rather than before it: `harness run` reaches Terraform sooner.
+AFTER_APPLY = ("harness.trial.environment", "harness.trial.integrity", "harness.trial.capture",
+               "harness.trial.scenario", "harness.trial.verifier", "harness.trial.gates",
+               "harness.faults.session", "harness.gateway.atif", "harness.risk",
+               "harness.trajectory")
+_after_apply_lock = threading.Lock()
+_after_apply: threading.Thread | None = None
+
+
+def import_after_apply() -> None:
+    """Start importing AFTER_APPLY in a background thread (once per process)."""
+    global _after_apply
+    with _after_apply_lock:
+        if _after_apply is None:
+            _after_apply = threading.Thread(
+                target=lambda: [importlib.import_module(m) for m in AFTER_APPLY],
+                name="hx-after-apply", daemon=True)
+            _after_apply.start()
+
+
+def after_apply_imported() -> None:
+    """Wait for import_after_apply's thread: no module is then imported by two threads at
+    once (an import error, if any, is raised where the module is used)."""
+    with _after_apply_lock:
+        thread = _after_apply
+    if thread is not None:
+        thread.join()
 
 
 def run_async(coro):
@@ -249,7 +277,8 @@ class Trial:
                                            self.substrate.provider_config()))
         early = self._start_prepare_early(tf_vars)
         try:
-            outputs = await self._blocking(self.tf.apply, started=self.substrate.applying)
+            outputs = await self._blocking(self.tf.apply, started=self._applying)
+            after_apply_imported()
             nodes = self.substrate.nodes(self.spec, outputs)
             await self.substrate.wait_ready(nodes)
             inventory = self.substrate.inventory(self.spec, nodes)
@@ -263,9 +292,17 @@ class Trial:
                 early.abort()
             raise
         self._early = early
+        from harness.trial.environment import TrialEnvironment
+
         self.env = TrialEnvironment(self.substrate, nodes, self.paths,
                                     secrets=self.secret_values,
                                     on_record=self._live_risk)
+
+    def _applying(self) -> None:
+        """`terraform apply` has started: the substrate's head start, and the imports the
+        steps after apply need."""
+        import_after_apply()
+        self.substrate.applying()
 
     def _start_prepare_early(self, tf_vars: dict) -> EarlyPrepare | None:
         """Where the inventory is known before apply (the substrate's `planned_outputs`),
@@ -392,6 +429,8 @@ class Trial:
         except Exception as exc:
             raise PreWindowError("agent_setup", exc) from exc
         try:
+            from harness.trial import integrity
+
             off = await integrity.baseline(self.env)
         except Exception as exc:
             raise PreWindowError("integrity_baseline", exc) from exc
@@ -523,6 +562,9 @@ class Trial:
         """The agent window with the task's scenario beside it, the immediate gate, then the
         task's other gates (live, durability, decommission: `result.json` `gates`; the
         trial's `reward` and `status` stay the immediate gate's); heal_all before teardown."""
+        from harness.faults.session import FaultSession, cancel_on_sigterm, trial_seed
+        from harness.trial.scenario import ScenarioAPI, load_scenario, run_window
+
         ctx = AgentContext(self.trial_id, self.task, self.spec.window_sec,
                            env_vars=dict(self._gateway_env or self.secrets))
         status, error = None, None
@@ -599,6 +641,9 @@ class Trial:
                                 faults: FaultSession, scenario, api) -> TrialRecord:
         """The immediate gate (the verifier), then the task's other gates, each guarded by
         the resource watch (ResourceExceeded; `_guarded_phase` says which ran)."""
+        from harness.trial.gates import GateContext, gates_for, run_gates
+        from harness.trial.verifier import run_verifier
+
         self._guarded_phase = "verify"
         await self._egress("verifier")
         gate: GateResult = await self._phase("verify", self._guarded(run_verifier(
@@ -639,6 +684,8 @@ class Trial:
         (risk.json is written from the whole trajectory after the window)."""
         if rec.source == "oracle":
             return
+        from harness.risk import scan
+
         for f in scan([rec], services=self.task.config.metadata.services or None):
             self.event("risk.finding", index=index, node=rec.node, type=f.type,
                        severity=f.severity, cmd=rec.cmd, live=True)
@@ -648,6 +695,8 @@ class Trial:
         window = self.timings.get("agent")
         if not window or self.env is None:
             return
+        from harness.trial.capture import capture_window
+
         try:
             captured = await capture_window(self.env, window["start"], window["end"])
             self.event("capture.commands", n=len(captured))
@@ -656,6 +705,10 @@ class Trial:
 
     def _risk_and_atif(self, outcome) -> dict[str, int]:
         """Classify the window's commands (risk.json) and export the ATIF trajectory."""
+        from harness.gateway.atif import with_llm_steps, with_session
+        from harness.risk import write_report
+        from harness.trajectory import read_trajectory, to_atif, write_atif
+
         report = write_report(self.paths.root,
                               services=self.task.config.metadata.services or None)
         if self.env is not None:

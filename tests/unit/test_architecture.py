@@ -157,6 +157,12 @@ LATE_BY_DESIGN = {
     # the registry reads declaration files; `harness --help` lists their command groups
     # without pydantic, which the node fields need on the first lookup
     ("substrates/__init__.py", "_registry"),
+    # a trial's steps after apply import their modules (trial.AFTER_APPLY, imported in the
+    # background while the first `terraform apply` runs): `harness run` reaches Terraform
+    # without them
+    *(("trial/trial.py", fn) for fn in ("_provision", "_pre_window", "_window_and_gates",
+                                        "_verify_and_gates", "_live_risk", "_capture",
+                                        "_risk_and_atif")),
 }
 
 
@@ -224,6 +230,27 @@ def test_loading_a_task_imports_no_other_substrate():
     folders = {d.name for d in substrates.FOLDERS.iterdir() if (d / "substrate.toml").is_file()}
     assert len(folders) >= 4
     assert folders & set(eval(out)) == {"docker"}, out  # noqa: S307 - a list we printed
+
+
+def test_harness_run_reaches_terraform_without_what_it_needs_later():
+    """Before the first `terraform apply`, `harness run` of a docker task with the oracle
+    imports no other substrate, no other agent and none of trial.AFTER_APPLY (which load in
+    the background while apply runs, and do load)."""
+    code = ("import sys\n"
+            "from harness.agents import get_agent\n"
+            "from harness.placement import default_hosts\n"
+            "from harness.trial import trial\n"
+            "import harness.trial.adhoc\n"
+            "get_agent('oracle'); default_hosts(only=['docker'])\n"
+            "early = sorted(m for m in trial.AFTER_APPLY if m in sys.modules)\n"
+            "other = sorted(m for m in sys.modules if m.startswith(('harness.agents.cli', "
+            "'harness.substrates.libvirt', 'harness.substrates.hypervisor.host')))\n"
+            "trial.import_after_apply(); trial.after_apply_imported()\n"
+            "late = sorted(m for m in trial.AFTER_APPLY if m in sys.modules)\n"
+            "print(early, other, late == sorted(trial.AFTER_APPLY))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=HARNESS.parent)
+    assert out.stdout.strip() == "[] [] True", out.stdout + out.stderr[-2000:]
 
 
 def test_a_bad_node_field_names_its_file_and_key(tmp_path, monkeypatch):
