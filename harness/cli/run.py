@@ -31,6 +31,10 @@ def run(
                                            "output_tokens, cost_usd, streams."),
 ) -> None:
     """Run one trial of AGENT on TASK_DIR; exit 0 whenever the trial ran."""
+    from harness.tools.ansible import warm_playbook_server
+
+    warm_playbook_server()  # Ansible's start-up beside this process's own, first thing
+
     from rich.console import Console
     from rich.markup import escape
     from rich.text import Text

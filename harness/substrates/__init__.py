@@ -12,6 +12,7 @@ A substrate is a folder `harness/substrates/<folder>/` (see `base.Substrate`) wi
     env_types = ["vm"]                      # the task types it runs
     backends = ["libvirt", "qemu"]          # names a foreign format gives it (optional)
     stands_in_for = []                      # task types it runs unchanged (optional)
+    ansible_connection = "ssh"              # the connection plugin of its inventories
 
     [node_fields.bmc]       # a task.toml node key the folder's substrates honour (`fields`)
     type = "bool"
@@ -64,6 +65,7 @@ class Entry:
     engine: str = ""
     endpoint: str = ""  # "module:attribute" of the engine's endpoint model
     providers: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # the folder's
+    ansible_connection: str = "ssh"
 
     def endpoint_model(self) -> Any:
         """The pydantic model (or annotated type) of this substrate's hosts-file endpoint."""
@@ -99,7 +101,8 @@ def _registry() -> dict[str, Entry]:
                               tuple((key, node_field(f"{decl}: node_fields.{key}", spec))
                                     for key, spec in shared.items()),
                               fields.get("engine", ""), fields.get("endpoint", ""),
-                              _providers(decl, doc))
+                              _providers(decl, doc),
+                              fields.get("ansible_connection", "ssh"))
     return out
 
 
@@ -113,8 +116,15 @@ def _providers(decl: Path, doc: dict) -> tuple:
     return tuple(out)
 
 
-__all__ = ["backends", "classes", "default_name", "entry", "for_env_type", "get_substrate",
-           "names", "provider_pins", "stand_in", "substrate_class"]
+__all__ = ["ansible_connections", "backends", "classes", "default_name", "entry",
+           "for_env_type", "get_substrate", "names", "provider_pins", "stand_in",
+           "substrate_class"]
+
+
+def ansible_connections() -> list[str]:
+    """The connection plugins of every substrate's inventories (read from the files: no
+    substrate is imported), which the playbook server loads before its first run."""
+    return sorted({e.ansible_connection for e in _registry().values()})
 
 
 def names() -> list[str]:
@@ -154,6 +164,7 @@ def substrate_class(name: str) -> type[Substrate]:
         setattr(cls, key, getattr(entry, key))
     cls.node_fields = entry.fields()
     cls.engine, cls.endpoint_model = entry.engine, entry.endpoint_model()
+    cls.ansible_connection = entry.ansible_connection
     return cls
 
 

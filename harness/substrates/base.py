@@ -148,12 +148,12 @@ class Substrate(ABC):
     when its nodes live elsewhere) with `endpoint_model` (that key's pydantic model or
     annotated type, from the folder's endpoint.py), `network_modes`
     (the egress modes of task.toml it enforces; others are refused at validate time),
-    `settings_model` (its section of config.yaml, `substrates.<name>`) and
-    `ansible_connection` (the connection plugin its inventories use: the playbook server
-    loads it before the first run).
+    and `settings_model` (its section of config.yaml, `substrates.<name>`).
 
     What loading a task needs is declared in `substrate.toml` instead (read without importing
-    the folder) and set on the class by the registry: `env_types` (the task.toml
+    the folder) and set on the class by the registry: `ansible_connection` (the connection
+    plugin its inventories use, "ssh" unless it says otherwise: the playbook server loads
+    every substrate's before its first run), `env_types` (the task.toml
     `[environment] type`s it runs by default), `node_fields` (the `[[environment.nodes]]`
     keys it honours beyond name, cpus, memory_mb, storage_mb, roles, host: pydantic field
     definitions, merged into task.toml's node model), `stands_in_for` (task types no

@@ -46,6 +46,7 @@ class PlaybookServer:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._dir: str | None = None
+        self.warming: threading.Thread | None = None  # warm_playbook_server's, until stop
 
     def socket(self) -> str | None:
         """The server's socket, starting the server if needed; None when it is turned off
@@ -73,6 +74,7 @@ class PlaybookServer:
             time.sleep(0.005)
 
     def stop(self) -> None:
+        self.warming = None
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:
@@ -93,13 +95,19 @@ PLAYBOOK_SERVER_PROCESS = PlaybookServer()
 atexit.register(PLAYBOOK_SERVER_PROCESS.stop)
 
 
-def warm_playbook_server(connections: list[str] = ()) -> threading.Thread:
+_WARM_LOCK = threading.Lock()
+
+
+def warm_playbook_server() -> threading.Thread:
     """Start the playbook server in the background now and prime it (Ansible imported, its
-    plugins and the inventory's `connections` loaded), so the first playbook run of a
-    short-lived process (`harness run`) is forked at once instead of waiting for that.
+    plugins and every substrate's connection plugin loaded), so the first playbook run of
+    a short-lived process (`harness run`) is forked at once instead of waiting for that.
     The priming request is an `ansible-playbook --version` with exactly the environment a
     real run gets (built by the same `_runner`): a run with other import-time settings
-    would not be forked from it."""
+    would not be forked from it. Once per server: a later call returns the same thread
+    (until the server is stopped)."""
+    connections = substrates.ansible_connections()
+
     def warm() -> None:
         # best effort: a process that exits early (bad input) must not print this thread's
         # death; the first real playbook run starts the server again and reports errors
@@ -108,7 +116,11 @@ def warm_playbook_server(connections: list[str] = ()) -> threading.Thread:
             if server:
                 _prime(server, connections)
 
-    thread = threading.Thread(target=warm, name="hx-ansible-warm", daemon=True)
+    with _WARM_LOCK:
+        if PLAYBOOK_SERVER_PROCESS.warming is not None:
+            return PLAYBOOK_SERVER_PROCESS.warming
+        thread = PLAYBOOK_SERVER_PROCESS.warming = threading.Thread(
+            target=warm, name="hx-ansible-warm", daemon=True)
     thread.start()
     return thread
 

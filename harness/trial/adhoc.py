@@ -45,7 +45,7 @@ def run_one(task_dir: str | Path, agent: str, substrate: str | None = None,
     sub = get_substrate(sub_name)
     # start while checks run
     warm_shared_providers(required_providers(sub.providers), sub.provider_config())
-    warm_playbook_server([sub.ansible_connection])
+    warm_playbook_server()  # (started already by the CLI's `run`)
     trial = build_trial(task, agent, model, substrate=sub, trial_id=trial_id,
                         root=RunPaths(Path(out).resolve() / ADHOC).trial(trial_id).root,
                         agent_kwargs=agent_kwargs, budget=parse_budget(budget),

@@ -62,7 +62,8 @@ def test_a_primed_server_forks_the_first_run(tmp_path):
     environment is a real run's (import-time settings included): the first real run is
     then forked from that image, not run plain."""
     PLAYBOOK_SERVER_PROCESS.stop()
-    warm_playbook_server(["local"]).join(120)
+    warm_playbook_server().join(120)
+    assert warm_playbook_server() is warm_playbook_server(), "once per server"
     paths = _trial(tmp_path, "primed")
     run_playbook(paths, "probe", [], {}, playbook=_book(tmp_path, FORKED), timeout=120)
     assert "forked=1" in _said(paths, "probe")

@@ -57,7 +57,6 @@ class DockerSubstrate(Substrate):
     network_modes: ClassVar[tuple[str, ...]] = ("no-network", "public", "allowlist")
     default_concurrency: ClassVar[int] = 4
     settings_model: ClassVar[type[BaseModel]] = DockerSettings
-    ansible_connection: ClassVar[str] = "community.docker.docker_api"
 
     def __init__(self, name: str = "docker", settings: Settings | None = None,
                  host: str | None = None, pool: str | None = None,
