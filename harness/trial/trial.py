@@ -77,13 +77,18 @@ _after_apply: threading.Thread | None = None
 
 
 def import_after_apply() -> None:
-    """Start importing AFTER_APPLY in a background thread (once per process)."""
+    """Start importing AFTER_APPLY in a background thread (once per process). A module
+    that fails to import there says why where it is used."""
     global _after_apply
+
+    def run() -> None:
+        for module in AFTER_APPLY:
+            with contextlib.suppress(Exception):
+                importlib.import_module(module)
+
     with _after_apply_lock:
         if _after_apply is None:
-            _after_apply = threading.Thread(
-                target=lambda: [importlib.import_module(m) for m in AFTER_APPLY],
-                name="hx-after-apply", daemon=True)
+            _after_apply = threading.Thread(target=run, name="hx-after-apply", daemon=True)
             _after_apply.start()
 
 
@@ -277,8 +282,10 @@ class Trial:
                                            self.substrate.provider_config()))
         early = self._start_prepare_early(tf_vars)
         try:
-            outputs = await self._blocking(self.tf.apply, started=self._applying)
-            after_apply_imported()
+            try:
+                outputs = await self._blocking(self.tf.apply, started=self._applying)
+            finally:
+                after_apply_imported()
             nodes = self.substrate.nodes(self.spec, outputs)
             await self.substrate.wait_ready(nodes)
             inventory = self.substrate.inventory(self.spec, nodes)
